@@ -1,0 +1,206 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/zarrfs/zarrfs/fs"
+	"github.com/zarrfs/zarrfs/fs/keyspace"
+	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/store"
+)
+
+func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	flags := newFlags("mount", "STORE MOUNTPOINT", stderr)
+	readOnly := flags.Bool("ro", false, "mount read-only")
+	view := flags.String("view", "both", "key spaces to show: both (as v3/ and v2/), v3 or v2 (at the root)")
+	sep := flags.String("v2-separator", ".", "dimension separator of v2 chunk keys: . or /")
+	allowOther := flags.Bool("allow-other", false, "let other users access the mount")
+	logLevel := flags.String("log-level", "info", "debug, info, warn or error (debug also logs every FUSE request)")
+	cacheSize := flags.String("cache-size", "256MiB", "bound of the shard index and chunk cache (e.g. 64MiB, 1GiB, or bytes)")
+	if code, ok := parse(flags, args, 2, 2); !ok {
+		return code
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fail(stderr, fmt.Errorf("--log-level: %v", err))
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	views, err := parseViews(*view)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	if *sep != "." && *sep != "/" {
+		return fail(stderr, fmt.Errorf("--v2-separator must be . or /, not %q", *sep))
+	}
+	cacheBytes, err := parseSize(*cacheSize)
+	if err != nil {
+		return fail(stderr, fmt.Errorf("--cache-size: %v", err))
+	}
+	storeDir, mnt := flags.Arg(0), flags.Arg(1)
+	if err := checkMountpoint(mnt); err != nil {
+		return fail(stderr, err)
+	}
+	s, err := store.OpenDir(storeDir, *readOnly)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	defer s.Close()
+	h, err := zarr.Open(ctx, s)
+	if err != nil {
+		return fail(stderr, fmt.Errorf("%s: %w", storeDir, err))
+	}
+	ks := keyspace.New(h, keyspace.Options{V2Separator: *sep, CacheBytes: cacheBytes, Logger: logger})
+	defer ks.Close()
+	abs, _ := filepath.Abs(storeDir)
+	server, err := fs.Mount(mnt, ks, fs.Options{
+		Views: views, ReadOnly: true, AllowOther: *allowOther,
+		FsName: "zarrfs:" + abs, Logger: logger, Debug: level <= slog.LevelDebug,
+	})
+	if err != nil {
+		return fail(stderr, fmt.Errorf("mount %s: %w", mnt, err))
+	}
+	logger.Info("mounted", "store", storeDir, "mountpoint", mnt, "view", *view)
+	go func() {
+		<-ctx.Done()
+		logger.Info("unmounting", "mountpoint", mnt)
+		if err := server.Unmount(); err != nil {
+			logger.Error("unmount failed", "mountpoint", mnt, "error", err)
+		}
+	}()
+	server.Wait()
+	return 0
+}
+
+func parseViews(v string) ([]keyspace.View, error) {
+	switch v {
+	case "both":
+		return []keyspace.View{keyspace.V3, keyspace.V2}, nil
+	case "v3":
+		return []keyspace.View{keyspace.V3}, nil
+	case "v2":
+		return []keyspace.View{keyspace.V2}, nil
+	}
+	return nil, fmt.Errorf("--view must be both, v3 or v2, not %q", v)
+}
+
+// parseSize reads sizes such as 64MiB, 1GiB, 512KB or plain bytes.
+func parseSize(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1}}
+	mult := int64(1)
+	num := strings.TrimSpace(s)
+	for _, u := range units {
+		if rest, ok := strings.CutSuffix(num, u.suffix); ok {
+			num, mult = strings.TrimSpace(rest), u.mult
+			break
+		}
+	}
+	var n int64
+	if _, err := fmt.Sscanf(num, "%d", &n); err != nil || n <= 0 || fmt.Sprint(n) != num {
+		return 0, fmt.Errorf("%q is not a size like 64MiB, 1GiB or 1048576", s)
+	}
+	return n * mult, nil
+}
+
+// checkMountpoint refuses mount points that are missing, not directories,
+// not empty, or already mounted on.
+func checkMountpoint(mnt string) error {
+	fi, err := os.Stat(mnt)
+	if err != nil {
+		return fmt.Errorf("mount point %s: %w", mnt, errors.Unwrap(err))
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("mount point %s is not a directory", mnt)
+	}
+	if mounted, err := isMountpoint(mnt); err == nil && mounted {
+		return fmt.Errorf("mount point %s is busy: something is already mounted there", mnt)
+	}
+	entries, err := os.ReadDir(mnt)
+	if err != nil {
+		return fmt.Errorf("mount point %s: %w", mnt, err)
+	}
+	if len(entries) > 0 {
+		return fmt.Errorf("mount point %s is not empty", mnt)
+	}
+	return nil
+}
+
+// isMountpoint looks dir up in /proc/self/mountinfo.
+func isMountpoint(dir string) (bool, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return false, err
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 4 && unescapeMountinfo(fields[4]) == abs {
+			return true, nil
+		}
+	}
+	return false, sc.Err()
+}
+
+// unescapeMountinfo decodes the octal escapes (\040 for space) of mountinfo paths.
+func unescapeMountinfo(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var c int
+			if _, err := fmt.Sscanf(s[i+1:i+4], "%3o", &c); err == nil {
+				b.WriteByte(byte(c))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func runUmount(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	flags := newFlags("umount", "MOUNTPOINT", stderr)
+	if code, ok := parse(flags, args, 1, 1); !ok {
+		return code
+	}
+	mnt := flags.Arg(0)
+	if mounted, err := isMountpoint(mnt); err == nil && !mounted {
+		return fail(stderr, fmt.Errorf("%s is not a mount point", mnt))
+	}
+	if err := unmount(mnt); err != nil {
+		return fail(stderr, fmt.Errorf("umount %s: %w", mnt, err))
+	}
+	return 0
+}
+
+// unmount detaches a FUSE mount: directly as root, through fusermount3 otherwise.
+func unmount(mnt string) error {
+	if os.Geteuid() == 0 {
+		return syscall.Unmount(mnt, 0)
+	}
+	out, err := exec.Command("fusermount3", "-u", mnt).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}

@@ -1,0 +1,160 @@
+package sharding
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/zarrfs/zarrfs/codec"
+	"github.com/zarrfs/zarrfs/zarr/nd"
+)
+
+// EncodeShard assembles a shard from encoded inner chunks in C order (nil
+// entries are empty), packing them densely in order. It returns nil when
+// every chunk is empty: such a shard is not stored at all.
+func (c *Codec) EncodeShard(chunks [][]byte) ([]byte, error) {
+	if len(chunks) != c.NumChunks() {
+		return nil, fmt.Errorf("sharding: %d inner chunks, the shard holds %d", len(chunks), c.NumChunks())
+	}
+	ix := NewIndex(len(chunks))
+	total := 0
+	for _, b := range chunks {
+		total += len(b)
+	}
+	if total == 0 && allNil(chunks) {
+		return nil, nil
+	}
+	out := make([]byte, 0, total+c.indexSize)
+	if c.atStart {
+		out = out[:c.indexSize] // the index is filled in below
+	}
+	for i, b := range chunks {
+		if b == nil {
+			continue
+		}
+		ix.Set(i, int64(len(out)), int64(len(b)))
+		out = append(out, b...)
+	}
+	enc, err := c.EncodeIndex(ix)
+	if err != nil {
+		return nil, fmt.Errorf("encode shard index: %w", err)
+	}
+	if c.atStart {
+		copy(out, enc)
+		return out, nil
+	}
+	return append(out, enc...), nil
+}
+
+func allNil(chunks [][]byte) bool {
+	for _, b := range chunks {
+		if b != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// Encode encodes a whole shard. Inner chunks equal to the fill value are
+// left empty, as zarr-python does by default.
+func (c *Codec) Encode(shard *codec.Chunk) ([]byte, error) {
+	if err := shard.Check(c.spec); err != nil {
+		return nil, err
+	}
+	innerSpec := c.inner.Spec()
+	chunks := make([][]byte, c.NumChunks())
+	coords := make([]int, len(c.grid))
+	start := make([]int, len(c.grid))
+	zero := make([]int, len(c.grid))
+	for i := range chunks {
+		nd.Unravel(i, c.grid, coords)
+		for d := range start {
+			start[d] = coords[d] * innerSpec.Shape[d]
+		}
+		sub := codec.NewChunk(innerSpec)
+		copyChunk(sub, zero, shard, start, innerSpec.Shape)
+		if isFill(sub, innerSpec.Fill) {
+			continue
+		}
+		b, err := c.inner.Encode(sub)
+		if err != nil {
+			return nil, fmt.Errorf("inner chunk %v: %w", coords, err)
+		}
+		chunks[i] = b
+	}
+	out, err := c.EncodeShard(chunks)
+	if out == nil && err == nil {
+		// Inside an outer codec chain a shard always has bytes: an
+		// all-empty index.
+		return c.encodeEmpty()
+	}
+	return out, err
+}
+
+func (c *Codec) encodeEmpty() ([]byte, error) {
+	return c.EncodeIndex(NewIndex(c.NumChunks()))
+}
+
+// Decode decodes a whole shard; empty inner chunks read as the fill value.
+func (c *Codec) Decode(b []byte) (*codec.Chunk, error) {
+	size := int64(len(b))
+	if size < int64(c.indexSize) {
+		return nil, fmt.Errorf("%w: shard of %d bytes is shorter than its %d-byte index", ErrInvalidIndex, size, c.indexSize)
+	}
+	off := c.IndexOffset(size)
+	ix, err := c.DecodeIndex(b[off:off+int64(c.indexSize)], size)
+	if err != nil {
+		return nil, err
+	}
+	out := codec.NewChunk(c.spec)
+	innerShape := c.inner.Spec().Shape
+	coords := make([]int, len(c.grid))
+	start := make([]int, len(c.grid))
+	zero := make([]int, len(c.grid))
+	for i := 0; i < ix.Len(); i++ {
+		o, n, ok := ix.Chunk(i)
+		if !ok {
+			continue
+		}
+		nd.Unravel(i, c.grid, coords)
+		sub, err := c.inner.Decode(b[o : o+n])
+		if err != nil {
+			return nil, fmt.Errorf("inner chunk %v: %w", coords, err)
+		}
+		for d := range start {
+			start[d] = coords[d] * innerShape[d]
+		}
+		copyChunk(out, start, sub, zero, innerShape)
+	}
+	return out, nil
+}
+
+// copyChunk copies the box of count elements at srcStart in src to
+// dstStart in dst.
+func copyChunk(dst *codec.Chunk, dstStart []int, src *codec.Chunk, srcStart, count []int) {
+	if src.Type.Variable() {
+		nd.Copy(dst.Items, dst.Shape, dstStart, src.Items, src.Shape, srcStart, count, 1)
+		return
+	}
+	nd.Copy(dst.Data, dst.Shape, dstStart, src.Data, src.Shape, srcStart, count, src.Type.Size)
+}
+
+// isFill reports whether every element of c equals fill.
+func isFill(c *codec.Chunk, fill []byte) bool {
+	if c.Type.Variable() {
+		for _, it := range c.Items {
+			if !bytes.Equal(it, fill) {
+				return false
+			}
+		}
+		return true
+	}
+	if len(fill) != c.Type.Size {
+		return false
+	}
+	for i := 0; i < len(c.Data); i += len(fill) {
+		if !bytes.Equal(c.Data[i:i+len(fill)], fill) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,135 @@
+// Package fs binds the key spaces of package keyspace to go-fuse: one small
+// node type per kind of entry (directory, file), each implementing only the
+// go-fuse interfaces it needs. Filesystem semantics live in keyspace; this
+// package translates calls, attributes, errors and kernel cache hints.
+package fs
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"syscall"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/zarrfs/zarrfs/fs/keyspace"
+	"github.com/zarrfs/zarrfs/zarr/store"
+)
+
+// Options configure a mount.
+type Options struct {
+	// Views are the key spaces to show: both (as v3/ and v2/ at the root)
+	// or one (at the root).
+	Views []keyspace.View
+	// ReadOnly mounts refuse writes and let the kernel keep file contents
+	// across opens.
+	ReadOnly   bool
+	AllowOther bool
+	// FsName is the source column of the mount table.
+	FsName string
+	Logger *slog.Logger
+	// Debug logs every FUSE request.
+	Debug bool
+}
+
+// Mount mounts the views of ks at dir. It returns once the kernel sees the
+// mount; Unmount the server (or Wait for it) when done.
+func Mount(dir string, ks *keyspace.FS, opts Options) (*fuse.Server, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	// Read-only contents change only when a shard is rewritten outside the
+	// mount, which opens detect; so the kernel may cache names and
+	// attributes long. Writable mounts invalidate explicitly on writes.
+	entryTTL, negativeTTL := time.Hour, time.Hour
+	if !opts.ReadOnly {
+		entryTTL, negativeTTL = time.Minute, 10*time.Second
+	}
+	b := &binding{ks: ks, opts: opts}
+	mountOpts := fuse.MountOptions{
+		FsName:               opts.FsName,
+		Name:                 "zarrfs",
+		AllowOther:           opts.AllowOther,
+		DirectMount:          os.Geteuid() == 0,
+		MaxWrite:             1 << 20,
+		MaxReadAhead:         1 << 20,
+		MaxBackground:        64,
+		IgnoreSecurityLabels: true,
+		Debug:                opts.Debug,
+	}
+	if opts.ReadOnly {
+		mountOpts.Options = append(mountOpts.Options, "ro")
+	}
+	return gofs.Mount(dir, b.root(), &gofs.Options{
+		MountOptions:    mountOpts,
+		EntryTimeout:    &entryTTL,
+		AttrTimeout:     &entryTTL,
+		NegativeTimeout: &negativeTTL,
+		RootStableAttr:  &gofs.StableAttr{Ino: 1},
+	})
+}
+
+// binding is what every node of a mount shares.
+type binding struct {
+	ks   *keyspace.FS
+	opts Options
+}
+
+// root returns the root node: one view's root, or a directory holding both.
+func (b *binding) root() gofs.InodeEmbedder {
+	if len(b.opts.Views) == 1 {
+		return &dirNode{b: b, d: b.ks.Root(b.opts.Views[0])}
+	}
+	return &rootNode{b: b}
+}
+
+// errno maps key space and store errors to errno values, logging the
+// unexpected ones (corruption is logged once by the key space).
+func (b *binding) errno(ctx context.Context, op, path string, err error) syscall.Errno {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, keyspace.ErrNotFound), errors.Is(err, store.ErrNotFound):
+		return syscall.ENOENT
+	case errors.Is(err, context.Canceled):
+		return syscall.EINTR
+	case errors.Is(err, store.ErrInvalidKey):
+		b.opts.Logger.WarnContext(ctx, op+" refused", "path", path, "error", err)
+		return syscall.EINVAL
+	case errors.Is(err, keyspace.ErrCorrupt):
+		return syscall.EIO
+	}
+	b.opts.Logger.ErrorContext(ctx, op+" failed", "path", path, "error", err)
+	return syscall.EIO
+}
+
+// fill copies key space attributes into a FUSE attribute.
+func (b *binding) fill(a keyspace.Attr, out *fuse.Attr) {
+	out.Ino = a.Ino
+	out.Size = uint64(a.Size)
+	out.Blocks = (out.Size + 511) / 512
+	out.Blksize = 1 << 16
+	out.Nlink = 1
+	out.SetTimes(nil, &a.Mtime, &a.Mtime)
+	perm := uint32(0o644)
+	if b.opts.ReadOnly {
+		perm = 0o444
+	}
+	if a.Dir {
+		out.Mode = syscall.S_IFDIR | perm | (perm&0o444)>>2
+		out.Nlink = 2
+	} else {
+		out.Mode = syscall.S_IFREG | perm
+	}
+	out.Uid, out.Gid = uint32(os.Getuid()), uint32(os.Getgid())
+}
+
+func mode(a keyspace.Attr) uint32 {
+	if a.Dir {
+		return syscall.S_IFDIR
+	}
+	return syscall.S_IFREG
+}

@@ -1,0 +1,215 @@
+package keyspace
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/zarrfs/zarrfs/codec"
+	"github.com/zarrfs/zarrfs/codec/sharding"
+	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/dtype"
+	"github.com/zarrfs/zarrfs/zarr/meta"
+	"github.com/zarrfs/zarrfs/zarr/nd"
+)
+
+// doc is a metadata file of a directory.
+type doc struct {
+	name string
+	data []byte
+}
+
+// arrayView is one array as a view shows it: its chunk grid (the inner
+// chunks of a sharded array), key encoding, metadata documents, and how a
+// stored chunk becomes a file.
+type arrayView struct {
+	fs    *FS
+	view  View
+	path  string // the array's path in the view and in the store
+	a     *zarr.Array
+	shard *sharding.Codec // nil for unsharded arrays
+	grid  []int           // chunks of the view along each axis
+	keys  meta.KeyEncoding
+	// source decodes one stored chunk of the view's grid; target, when
+	// set, encodes it for the view (transcoding); otherwise files are the
+	// stored bytes minus drop trailing bytes (a checksum v2 cannot express).
+	source *codec.Pipeline
+	target *codec.Pipeline
+	drop   int
+	// codecs is the view's codec chain, for the user.zarr.codecs xattr.
+	codecs string
+	docs   []doc
+}
+
+// newArrayView translates an array for a view; an error says why the view
+// cannot show it.
+func newArrayView(f *FS, n *zarr.Node, v View) (*arrayView, error) {
+	a := n.Array
+	av := &arrayView{fs: f, view: v, path: n.Path, a: a, shard: a.Sharding(), source: a.Pipeline(), grid: a.Grid(), keys: a.Keys}
+	chunk, chain := a.ChunkShape, a.Codecs
+	if av.shard != nil {
+		cfg := av.shard.Config()
+		chunk, chain = av.shard.ChunkShape(), cfg.Codecs
+		av.source = av.shard.Inner()
+		av.grid = nd.Grid(a.Shape, chunk)
+	}
+	var err error
+	if v == V3 {
+		av.docs, err = v3ArrayDocs(n, chunk, chain)
+		av.codecs = chainString(chain)
+	} else {
+		av.keys = meta.KeyEncoding{Name: meta.KeyEncodingV2, Separator: f.opts.V2Separator}
+		err = av.setV2(n, chunk, chain)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return av, nil
+}
+
+// v3ArrayDocs returns the zarr.json of an array in the v3 view: unsharded
+// v3 arrays as they are, sharded ones with the inner chunk grid and codecs,
+// v2 arrays translated.
+func v3ArrayDocs(n *zarr.Node, chunk []int, chain []codec.Metadata) ([]doc, error) {
+	a := n.Array
+	var m *meta.ArrayV3
+	switch {
+	case a.V3 != nil && a.Sharding() != nil:
+		m = a.V3.WithChunking(chunk, chain)
+	case a.V3 != nil:
+		m = a.V3
+	default:
+		fill := a.Fill()
+		if fill == nil {
+			fill = []byte{}
+		}
+		m = &meta.ArrayV3{Shape: a.Shape, DataType: a.Type, ChunkShape: a.ChunkShape, KeyEncoding: a.Keys,
+			FillValue: fill, Codecs: a.Codecs, Attributes: n.Attributes}
+	}
+	b, err := m.Marshal()
+	if err != nil {
+		return nil, fmt.Errorf("no v3 form: %w", err)
+	}
+	return []doc{{zarr.ZarrJSON, b}}, nil
+}
+
+// setV2 sets up the array for the v2 view: pass-through when zarr-python 2
+// can read the stored bytes (dropping a trailing crc32c), transcoding
+// otherwise.
+func (av *arrayView) setV2(n *zarr.Node, chunk []int, chain []codec.Metadata) error {
+	a := av.a
+	var m *meta.ArrayV2
+	if a.V2 != nil {
+		m = a.V2.Clone()
+		m.DimensionSeparator = av.keys.Separator
+	} else {
+		m = &meta.ArrayV2{Shape: a.Shape, Chunks: chunk, FillValue: a.Fill(), DimensionSeparator: av.keys.Separator}
+		v2, ok := codec.ToV2(a.Type, chain, chunk)
+		if !ok {
+			var err error
+			if v2, err = av.transcodeTarget(chunk); err != nil {
+				return err
+			}
+		}
+		var err error
+		if m.DataType, m.Endian, err = dtype.ParseV2(v2.DType); err != nil {
+			return fmt.Errorf("no v2 data type: %w", err)
+		}
+		if m.DataType.Kind == dtype.Object {
+			m.DataType = a.Type // the filters hold the object codec
+		}
+		m.Order, m.Filters, m.Compressor, av.drop = v2.Order, v2.Filters, v2.Compressor, v2.DropTrailing
+		av.codecs = v2String(v2)
+	}
+	if av.codecs == "" {
+		av.codecs = chainString(a.Codecs)
+	}
+	zarray, err := m.Marshal()
+	if err != nil {
+		return fmt.Errorf("no v2 form: %w", err)
+	}
+	av.docs = []doc{{zarr.ZArray, zarray}}
+	attrs, err := v2Attributes(n)
+	if err != nil {
+		return err
+	}
+	av.docs = append(av.docs, doc{zarr.ZAttrs, attrs})
+	return nil
+}
+
+// transcodeTarget picks the v2 encoding of chunks whose stored codecs have
+// no v2 equivalent: little-endian C order, zstd level 1 (fast both ways).
+func (av *arrayView) transcodeTarget(chunk []int) (codec.V2Chain, error) {
+	t := av.a.Type
+	if t.Kind == dtype.Int || t.Kind == dtype.Uint {
+		t.Bits = 0 // sub-byte integers are one byte each once decoded
+	}
+	typestr, err := dtype.FormatV2(t, dtype.Little)
+	if err != nil {
+		return codec.V2Chain{}, fmt.Errorf("no v2 data type: %w", err)
+	}
+	v2 := codec.V2Chain{DType: typestr, Order: 'C', Compressor: json.RawMessage(`{"id":"zstd","level":1}`)}
+	switch t.Kind {
+	case dtype.String:
+		v2.Filters = []json.RawMessage{json.RawMessage(`{"id":"vlen-utf8"}`)}
+	case dtype.Bytes:
+		v2.Filters = []json.RawMessage{json.RawMessage(`{"id":"vlen-bytes"}`)}
+	case dtype.Object:
+		return v2, fmt.Errorf("object arrays are not transcoded")
+	}
+	_, chain, err := codec.FromV2(t, dtype.Little, 'C', len(chunk), v2.Filters, v2.Compressor)
+	if err != nil {
+		return v2, err
+	}
+	target := codec.Spec{Shape: chunk, Type: t, Fill: av.source.Spec().Fill}
+	if av.target, err = codec.NewPipeline(chain, target); err != nil {
+		return v2, err
+	}
+	return v2, nil
+}
+
+// v2Attributes returns the .zattrs of an array: its attributes, plus
+// xarray's _ARRAY_DIMENSIONS when the v3 array names all its dimensions.
+func v2Attributes(n *zarr.Node) ([]byte, error) {
+	attrs := map[string]json.RawMessage{}
+	if len(n.Attributes) > 0 {
+		if err := json.Unmarshal(n.Attributes, &attrs); err != nil {
+			return nil, err
+		}
+	}
+	if a := n.Array; a != nil && a.V3 != nil && len(a.V3.DimensionNames) > 0 {
+		if _, set := attrs["_ARRAY_DIMENSIONS"]; !set && !slices.Contains(a.V3.DimensionNames, nil) {
+			names := make([]string, len(a.V3.DimensionNames))
+			for i, p := range a.V3.DimensionNames {
+				names[i] = *p
+			}
+			attrs["_ARRAY_DIMENSIONS"], _ = json.Marshal(names)
+		}
+	}
+	return json.MarshalIndent(attrs, "", "  ")
+}
+
+// chainString describes a v3 chain: "bytes(endian=little) -> zstd(level=3)".
+func chainString(chain []codec.Metadata) string {
+	parts := make([]string, len(chain))
+	for i, c := range chain {
+		parts[i] = c.Name
+		if len(c.Configuration) > 2 {
+			parts[i] += string(c.Configuration)
+		}
+	}
+	return strings.Join(parts, " -> ")
+}
+
+// v2String describes a v2 codec description.
+func v2String(v codec.V2Chain) string {
+	s := fmt.Sprintf("dtype=%s order=%c", v.DType, v.Order)
+	for _, f := range v.Filters {
+		s += " filter=" + string(f)
+	}
+	if len(v.Compressor) > 0 {
+		s += " compressor=" + string(v.Compressor)
+	}
+	return s
+}

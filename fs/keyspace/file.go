@@ -1,0 +1,245 @@
+package keyspace
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/zarrfs/zarrfs/zarr/store"
+)
+
+// File is a metadata document or a chunk of a view.
+type File struct {
+	fs   *FS
+	view View
+	path string
+	doc  []byte // metadata documents
+	// Chunk files: the array and the chunk's coordinates in the view's grid.
+	arr    *arrayView
+	coords []int
+}
+
+// Path is the file's path within its view.
+func (f *File) Path() string { return f.path }
+
+// IsChunk reports whether the file is an inner chunk (or chunk).
+func (f *File) IsChunk() bool { return f.arr != nil }
+
+func (f *File) docAttr() Attr {
+	return Attr{Ino: inode(f.view, f.path), Size: int64(len(f.doc)), Mtime: f.fs.mtime}
+}
+
+// Attr describes the file. For a chunk it consults the shard index; an
+// empty chunk is ErrNotFound.
+func (f *File) Attr(ctx context.Context) (Attr, error) {
+	if f.arr == nil {
+		return f.docAttr(), nil
+	}
+	loc, ok, err := f.arr.locate(ctx, f.coords, false)
+	if err != nil {
+		return Attr{}, err
+	}
+	if !ok {
+		return Attr{}, ErrNotFound
+	}
+	attr := Attr{Ino: inode(f.view, f.path), Size: loc.n - int64(f.arr.drop), Mtime: loc.mtime}
+	if f.arr.target != nil {
+		b, err := f.transcoded(ctx, loc)
+		if err != nil {
+			return Attr{}, err
+		}
+		attr.Size = int64(len(b))
+	}
+	return attr, nil
+}
+
+// Handle is an open file: either bytes in memory (metadata, transcoded
+// chunks) or a byte range of an open shard file.
+type Handle struct {
+	data    []byte
+	file    store.File
+	off     int64
+	size    int64
+	release func()
+	// Version is the shard version the handle reads; it changes when the
+	// chunk's shard is rewritten.
+	Version string
+}
+
+// Size is the size of the file's content.
+func (h *Handle) Size() int64 { return h.size }
+
+// ReadAt reads the file's content.
+func (h *Handle) ReadAt(p []byte, off int64) (int, error) {
+	if off >= h.size {
+		return 0, io.EOF
+	}
+	if rest := h.size - off; int64(len(p)) > rest {
+		p = p[:rest]
+	}
+	if h.file == nil {
+		return copy(p, h.data[off:]), nil
+	}
+	n, err := h.file.ReadAt(p, h.off+off)
+	if err == io.EOF && n == len(p) {
+		err = nil
+	}
+	return n, err
+}
+
+// FdRange returns the descriptor and byte range the content lies at, so a
+// read can be spliced without copying; ok is false for in-memory content.
+func (h *Handle) FdRange() (fd uintptr, off, size int64, ok bool) {
+	if ff, isFd := h.file.(store.FdFile); isFd {
+		return ff.Fd(), h.off, h.size, true
+	}
+	return 0, 0, 0, false
+}
+
+// Close releases the shard file.
+func (h *Handle) Close() {
+	if h.release != nil {
+		h.release()
+		h.release = nil
+	}
+}
+
+// Open opens the file for reading. Chunk files are located afresh (the
+// shard is checked for changes) and a dropped trailing checksum is
+// verified before the bytes are served.
+func (f *File) Open(ctx context.Context) (*Handle, error) {
+	if f.arr == nil {
+		return &Handle{data: f.doc, size: int64(len(f.doc))}, nil
+	}
+	for range 3 { // retry when the shard is replaced under us
+		loc, ok, err := f.arr.locate(ctx, f.coords, true)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, ErrNotFound
+		}
+		if f.arr.target != nil {
+			b, err := f.transcoded(ctx, loc)
+			if err != nil {
+				return nil, err
+			}
+			return &Handle{data: b, size: int64(len(b)), Version: loc.version}, nil
+		}
+		file, release, err := f.fs.files.acquire(ctx, loc.key, loc.version)
+		if errors.Is(err, errStale) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := f.verifyTrailer(ctx, file, loc); err != nil {
+			release()
+			return nil, err
+		}
+		return &Handle{file: file, off: loc.off, size: loc.n - int64(f.arr.drop), release: release, Version: loc.version}, nil
+	}
+	return nil, fmt.Errorf("%s: the shard keeps changing", f.path)
+}
+
+// readStored reads a chunk's stored bytes.
+func (f *File) readStored(ctx context.Context, loc location) ([]byte, error) {
+	file, release, err := f.fs.files.acquire(ctx, loc.key, loc.version)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	b := make([]byte, loc.n)
+	if _, err := file.ReadAt(b, loc.off); err != nil && !(err == io.EOF) {
+		return nil, fmt.Errorf("%s: %w", loc.key, err)
+	}
+	return b, nil
+}
+
+// verifyTrailer checks the crc32c that pass-through leaves out, once per
+// shard version: the v2 view must not serve bytes it cannot vouch for.
+func (f *File) verifyTrailer(ctx context.Context, file store.File, loc location) error {
+	if f.arr.drop != 4 {
+		return nil
+	}
+	cacheKey := fmt.Sprintf("crc\x00%s\x00%s\x00%d", loc.key, loc.version, loc.off)
+	if _, ok := f.fs.cache.Get(cacheKey); ok {
+		return nil
+	}
+	b := make([]byte, loc.n)
+	if _, err := file.ReadAt(b, loc.off); err != nil && err != io.EOF {
+		return fmt.Errorf("%s: %w", loc.key, err)
+	}
+	body := b[:len(b)-4]
+	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
+		f.fs.logOnce(ctx, loc.key, "inner chunk checksum mismatch: its files give EIO", "chunk", f.path)
+		return fmt.Errorf("%w: %s: crc32c of inner chunk at offset %d does not match", ErrCorrupt, loc.key, loc.off)
+	}
+	f.fs.cache.Add(cacheKey, struct{}{}, int64(len(cacheKey)+16))
+	return nil
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// transcoded returns the chunk re-encoded with the view's codecs (cached).
+func (f *File) transcoded(ctx context.Context, loc location) ([]byte, error) {
+	cacheKey := fmt.Sprintf("tc\x00%s\x00%s\x00%s", f.view, f.path, loc.version)
+	v, err := f.fs.cache.GetOrLoad(cacheKey, func() (any, int64, error) {
+		stored, err := f.readStored(ctx, loc)
+		if err != nil {
+			return nil, 0, err
+		}
+		chunk, err := f.arr.source.Decode(stored)
+		if err != nil {
+			f.fs.logOnce(ctx, loc.key, "inner chunk does not decode: its files give EIO", "chunk", f.path, "error", err)
+			return nil, 0, fmt.Errorf("%w: %s: inner chunk %v: %v", ErrCorrupt, loc.key, f.coords, err)
+		}
+		// Sub-byte integers decode to one byte each, which is what the
+		// view's one-byte type stores.
+		chunk.Type = f.arr.target.Spec().Type
+		b, err := f.arr.target.Encode(chunk)
+		if err != nil {
+			return nil, 0, fmt.Errorf("transcode %s: %w", f.path, err)
+		}
+		return b, int64(len(b)), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.([]byte), nil
+}
+
+// Xattr is an extended attribute.
+type Xattr struct {
+	Name  string
+	Value string
+}
+
+// Xattrs say where a chunk file's bytes live: the shard's store key, the
+// offset and size of the stored inner chunk, and the view's codecs.
+func (f *File) Xattrs(ctx context.Context) ([]Xattr, error) {
+	if f.arr == nil {
+		return nil, nil
+	}
+	loc, ok, err := f.arr.locate(ctx, f.coords, false)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, ErrNotFound
+	}
+	return []Xattr{
+		{"user.zarr.shard", loc.key},
+		{"user.zarr.offset", strconv.FormatInt(loc.off, 10)},
+		{"user.zarr.nbytes", strconv.FormatInt(loc.n, 10)},
+		{"user.zarr.codecs", f.arr.codecs},
+	}, nil
+}
+
+// String names the file for logs.
+func (f *File) String() string { return fmt.Sprintf("%s:/%s", f.view, strings.TrimPrefix(f.path, "/")) }

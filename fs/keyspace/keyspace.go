@@ -1,0 +1,153 @@
+// Package keyspace presents a Zarr hierarchy as trees of virtual files, one
+// per key space ("view"): the v3 view shows every array without sharding,
+// each stored inner chunk a file at its v3 key; the v2 view shows the same
+// hierarchy as Zarr v2. It is plain Go with no FUSE dependency, so every
+// behaviour of the mount can be tested without mounting; package fs binds
+// it to go-fuse.
+//
+// Chunk files are resolved by parsing names to coordinates and consulting
+// one shard index (cached); directory listings stream from the shard
+// indexes. File content is the stored bytes of the inner chunk (served as
+// a byte range of the shard), or, where the view's codecs differ from the
+// stored ones, the chunk transcoded.
+package keyspace
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/zarrfs/zarrfs/cache"
+	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/store"
+)
+
+// View is one key space.
+type View uint8
+
+// The views.
+const (
+	V3 View = iota + 1
+	V2
+)
+
+func (v View) String() string {
+	if v == V2 {
+		return "v2"
+	}
+	return "v3"
+}
+
+// Errors of the key spaces; package fs maps them to errno values.
+var (
+	// ErrNotFound: no such file or directory (ENOENT).
+	ErrNotFound = errors.New("no such file or directory")
+	// ErrCorrupt: stored data cannot be served (EIO). Wrapped with the
+	// store key and the reason.
+	ErrCorrupt = errors.New("corrupt data")
+)
+
+// Options configure an FS.
+type Options struct {
+	// V2Separator is the dimension separator of v2 chunk keys: "." (the
+	// default) or "/".
+	V2Separator string
+	// CacheBytes bounds the cache of shard indexes and transcoded chunks.
+	CacheBytes int64
+	// Revalidate is how long a cached shard index is trusted before the
+	// shard is checked for external changes again (opens always check).
+	Revalidate time.Duration
+	// Logger receives one line per problem (omitted arrays, corrupt shards).
+	Logger *slog.Logger
+}
+
+// FS holds the views of one hierarchy and the caches they share.
+type FS struct {
+	h      *zarr.Hierarchy
+	store  store.Store
+	opts   Options
+	cache  *cache.Cache
+	files  *fileCache
+	roots  map[View]*Dir
+	mtime  time.Time
+	logged sync.Map // problem -> struct{}: log each problem once
+}
+
+// New builds the views of h.
+func New(h *zarr.Hierarchy, opts Options) *FS {
+	if opts.V2Separator == "" {
+		opts.V2Separator = "."
+	}
+	if opts.CacheBytes <= 0 {
+		opts.CacheBytes = 256 << 20
+	}
+	if opts.Revalidate <= 0 {
+		opts.Revalidate = time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	f := &FS{
+		h: h, store: h.Store, opts: opts,
+		cache: cache.New(opts.CacheBytes),
+		files: newFileCache(h.Store, 128),
+		mtime: time.Now(),
+	}
+	f.roots = map[View]*Dir{V3: f.buildView(V3), V2: f.buildView(V2)}
+	return f
+}
+
+// Root is the root directory of a view.
+func (f *FS) Root(v View) *Dir { return f.roots[v] }
+
+// Cache is the cache of shard indexes and transcoded chunks.
+func (f *FS) Cache() *cache.Cache { return f.cache }
+
+// Close releases open shard files.
+func (f *FS) Close() { f.files.close() }
+
+// logOnce logs a problem the first time it is seen.
+func (f *FS) logOnce(ctx context.Context, key, msg string, args ...any) {
+	if _, seen := f.logged.LoadOrStore(key+"\x00"+msg, struct{}{}); !seen {
+		f.opts.Logger.WarnContext(ctx, msg, append([]any{"key", key}, args...)...)
+	}
+}
+
+// Attr describes a file or directory.
+type Attr struct {
+	Ino   uint64
+	Dir   bool
+	Size  int64
+	Mtime time.Time
+}
+
+// Entry is a name in a directory: exactly one of Dir and File is set.
+type Entry struct {
+	Name string
+	Attr Attr
+	Dir  *Dir
+	File *File
+}
+
+// inode returns a stable inode number for a path of a view: a hash, so
+// that it needs no table and is the same in every mount.
+func inode(v View, path string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte{byte(v)})
+	h.Write([]byte(path))
+	ino := h.Sum64()
+	if ino <= 1 { // 1 is the mount root
+		ino += 2
+	}
+	return ino
+}
+
+func joinPath(dir, name string) string {
+	if dir == "" {
+		return name
+	}
+	return dir + "/" + name
+}

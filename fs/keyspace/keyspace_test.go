@@ -1,0 +1,272 @@
+package keyspace_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/zarrfs/zarrfs/fs/keyspace"
+	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/store"
+	"github.com/zarrfs/zarrfs/zarr/zarrtest"
+)
+
+func openFS(t *testing.T, dir string, opts keyspace.Options) *keyspace.FS {
+	t.Helper()
+	s, err := store.OpenDir(dir, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	h, err := zarr.Open(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := keyspace.New(h, opts)
+	t.Cleanup(f.Close)
+	return f
+}
+
+// materialize copies every file of a view into dst by walking it as a
+// reader of the mount would: List, Lookup, Open, ReadAt.
+func materialize(t *testing.T, d *keyspace.Dir, dst string) (files int) {
+	t.Helper()
+	ctx := context.Background()
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for e, err := range d.List(ctx) {
+		if err != nil {
+			t.Fatalf("list %s: %v", d, err)
+		}
+		got, err := d.Lookup(ctx, e.Name)
+		if err != nil {
+			t.Fatalf("lookup %s/%s: %v", d, e.Name, err)
+		}
+		if got.Attr.Ino != e.Ino || got.Attr.Dir != e.Dir {
+			t.Fatalf("%s/%s: listing says ino %d dir %v, lookup %d %v", d, e.Name, e.Ino, e.Dir, got.Attr.Ino, got.Attr.Dir)
+		}
+		target := filepath.Join(dst, e.Name)
+		if got.Dir != nil {
+			files += materialize(t, got.Dir, target)
+			continue
+		}
+		h, err := got.File.Open(ctx)
+		if err != nil {
+			t.Fatalf("open %s: %v", got.File, err)
+		}
+		b, err := io.ReadAll(io.NewSectionReader(h, 0, h.Size()))
+		h.Close()
+		if err != nil {
+			t.Fatalf("read %s: %v", got.File, err)
+		}
+		if int64(len(b)) != got.Attr.Size {
+			t.Fatalf("%s: read %d bytes, st_size says %d", got.File, len(b), got.Attr.Size)
+		}
+		if err := os.WriteFile(target, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files++
+	}
+	return files
+}
+
+// nestedSharding names generated arrays whose inner chunks are shards
+// themselves: the v3 view unshards one level, so they stay sharded there.
+var nestedSharding = map[string]bool{"bool_nested": true}
+
+// checkView materializes a view and checks every array reads back to its digest.
+func checkView(t *testing.T, f *keyspace.FS, v keyspace.View, want map[string]string) {
+	t.Helper()
+	dst := t.TempDir()
+	materialize(t, f.Root(v), dst)
+	s, err := store.OpenDir(dst, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	h, err := zarr.Open(ctx, s)
+	if err != nil {
+		t.Fatalf("%s view: %v", v, err)
+	}
+	for path, digest := range want {
+		n, ok := h.Node(path)
+		if !ok || n.Array == nil {
+			t.Errorf("%s view: no array at %q (%v)", v, path, n)
+			continue
+		}
+		wantFormat := map[keyspace.View]int{keyspace.V3: 3, keyspace.V2: 2}[v]
+		if n.Format != wantFormat || n.Array.Sharding() != nil && !(v == keyspace.V3 && nestedSharding[path]) {
+			t.Errorf("%s view: %s is format %d, sharded %v", v, path, n.Format, n.Array.Sharding() != nil)
+		}
+		got, err := zarrtest.DigestArray(ctx, n.Array)
+		if err != nil {
+			t.Errorf("%s view: %s: %v", v, path, err)
+		} else if got != digest {
+			t.Errorf("%s view: %s: sha256 %s, want %s", v, path, got, digest)
+		}
+	}
+}
+
+func TestViewsOfGeneratedStores(t *testing.T) {
+	for _, write := range []func(testing.TB, string) []zarrtest.Generated{zarrtest.WriteV3Store, zarrtest.WriteV2Store} {
+		dir := t.TempDir()
+		want := map[string]string{}
+		for _, g := range write(t, dir) {
+			want[g.Path] = g.Digest
+		}
+		for _, sep := range []string{".", "/"} {
+			f := openFS(t, dir, keyspace.Options{V2Separator: sep})
+			checkView(t, f, keyspace.V3, want)
+			checkView(t, f, keyspace.V2, want)
+		}
+	}
+}
+
+// TestViewsOfFixtures checks both views of every fixture array against
+// EXPECTED.jsonl; arrays a view cannot show are counted, not failed.
+func TestViewsOfFixtures(t *testing.T) {
+	fixtures := zarrtest.Fixtures(t)
+	f, err := os.Open(filepath.Join(fixtures, "EXPECTED.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	counts := map[keyspace.View]int{}
+	total := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var e struct {
+			Fixture string `json:"fixture"`
+			SHA256  string `json:"sha256"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatal(err)
+		}
+		total++
+		fs := openFS(t, filepath.Join(fixtures, e.Fixture), keyspace.Options{})
+		for _, v := range []keyspace.View{keyspace.V3, keyspace.V2} {
+			if _, err := fs.Root(v).Lookup(context.Background(), map[keyspace.View]string{keyspace.V3: "zarr.json", keyspace.V2: ".zarray"}[v]); err != nil {
+				t.Logf("%s view omits %s", v, e.Fixture)
+				continue
+			}
+			checkView(t, fs, v, map[string]string{"": e.SHA256})
+			counts[v]++
+		}
+	}
+	t.Logf("fixture views: %d arrays; v3 view shows %d, v2 view shows %d, each read back to the expected sha256", total, counts[keyspace.V3], counts[keyspace.V2])
+}
+
+func TestChunkFilesAreShardRanges(t *testing.T) {
+	dir := t.TempDir()
+	zarrtest.WriteV3Store(t, dir)
+	f := openFS(t, dir, keyspace.Options{})
+	ctx := context.Background()
+	arr := lookupDir(t, f.Root(keyspace.V3), "uint16_scrambled")
+	var listed []string
+	c := lookupDir(t, arr, "c")
+	for row, err := range c.List(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		rowDir := lookupDir(t, c, row.Name)
+		for e, err := range rowDir.List(ctx) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			listed = append(listed, row.Name+"/"+e.Name)
+			entry, err := rowDir.Lookup(ctx, e.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			xattrs, err := entry.File.Xattrs(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x := map[string]string{}
+			for _, a := range xattrs {
+				x[a.Name] = a.Value
+			}
+			shard, err := os.ReadFile(filepath.Join(dir, x["user.zarr.shard"]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var off, n int
+			json.Unmarshal([]byte(x["user.zarr.offset"]), &off)
+			json.Unmarshal([]byte(x["user.zarr.nbytes"]), &n)
+			h, err := entry.File.Open(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := make([]byte, h.Size())
+			h.ReadAt(b, 0)
+			h.Close()
+			if !bytes.Equal(b, shard[off:off+n]) {
+				t.Fatalf("c/%s/%s is not bytes [%d, +%d) of %s", row.Name, e.Name, off, n, x["user.zarr.shard"])
+			}
+		}
+	}
+	// Pattern leaves the first inner chunk (2x4 at the origin) and the
+	// last shard empty: 8x4 inner chunks, minus 1, minus the last shard's 4x2.
+	if len(listed) != 32-1-8 {
+		t.Fatalf("listed %d chunks, want 23: %v", len(listed), listed)
+	}
+	if _, err := lookupDir(t, c, "0").Lookup(ctx, "0"); !errors.Is(err, keyspace.ErrNotFound) {
+		t.Fatalf("lookup of an empty inner chunk: %v, want ErrNotFound", err)
+	}
+	for _, name := range []string{"00", "-1", "+1", "99", "x"} {
+		if _, err := c.Lookup(ctx, name); !errors.Is(err, keyspace.ErrNotFound) {
+			t.Errorf("lookup of %q: %v, want ErrNotFound", name, err)
+		}
+	}
+}
+
+func TestCorruptShardIsIsolated(t *testing.T) {
+	dir := t.TempDir()
+	zarrtest.WriteV3Store(t, dir)
+	shard := filepath.Join(dir, "int64_v2keys", "0.0")
+	b, err := os.ReadFile(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-9] ^= 1 // break the index checksum
+	os.WriteFile(shard, b, 0o644)
+	f := openFS(t, dir, keyspace.Options{})
+	ctx := context.Background()
+	for _, v := range []keyspace.View{keyspace.V3, keyspace.V2} {
+		arr := lookupDir(t, f.Root(v), "int64_v2keys")
+		if _, err := arr.Lookup(ctx, "1.1"); !errors.Is(err, keyspace.ErrCorrupt) {
+			t.Errorf("%s view: chunk in a corrupt shard: %v, want ErrCorrupt", v, err)
+		}
+		if _, err := arr.Lookup(ctx, "0.2"); err != nil {
+			t.Errorf("%s view: chunk in a healthy shard: %v", v, err)
+		}
+		var names []string
+		for e, err := range arr.List(ctx) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, e.Name)
+		}
+		if slices.Contains(names, "1.1") || !slices.Contains(names, "0.2") {
+			t.Errorf("%s view lists %v", v, names)
+		}
+	}
+}
+
+func lookupDir(t *testing.T, d *keyspace.Dir, name string) *keyspace.Dir {
+	t.Helper()
+	e, err := d.Lookup(context.Background(), name)
+	if err != nil || e.Dir == nil {
+		t.Fatalf("lookup %s/%s: %v, %+v", d, name, err, e)
+	}
+	return e.Dir
+}

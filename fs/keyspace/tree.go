@@ -1,0 +1,314 @@
+package keyspace
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"iter"
+	"slices"
+	"strconv"
+
+	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/meta"
+)
+
+// vnode is a group or array directory of a view.
+type vnode struct {
+	children map[string]*vnode
+	names    []string // children, sorted
+	docs     []doc
+	arr      *arrayView // arrays only
+}
+
+// buildView translates the hierarchy for a view. Nodes the view cannot
+// show are left out, with one log line each.
+func (f *FS) buildView(v View) *Dir {
+	ctx := context.Background()
+	nodes := map[string]*vnode{}
+	for _, n := range f.h.Nodes() {
+		if n.Err != nil {
+			f.logOnce(ctx, n.Path, "node left out of both views", "error", n.Err)
+			continue
+		}
+		vn := &vnode{children: map[string]*vnode{}}
+		var err error
+		if n.Array != nil {
+			vn.arr, err = newArrayView(f, n, v)
+			if err == nil {
+				vn.docs = vn.arr.docs
+			}
+		} else {
+			vn.docs, err = groupDocs(n, v)
+		}
+		if err != nil {
+			f.logOnce(ctx, n.Path, "node left out of the "+v.String()+" view", "error", err)
+			continue
+		}
+		nodes[n.Path] = vn
+	}
+	for _, n := range f.h.Nodes() {
+		vn, ok := nodes[n.Path]
+		if !ok {
+			continue
+		}
+		for _, c := range n.Children {
+			if child, ok := nodes[joinPath(n.Path, c)]; ok {
+				vn.children[c] = child
+				vn.names = append(vn.names, c)
+			}
+		}
+	}
+	root := nodes[""]
+	if root == nil {
+		root = &vnode{children: map[string]*vnode{}}
+	}
+	if v == V2 && root.arr == nil {
+		if zmeta, err := f.consolidated(nodes); err != nil {
+			f.logOnce(ctx, "", "no .zmetadata in the v2 view", "error", err)
+		} else {
+			root.docs = append(root.docs, doc{zarr.ZMetadata, zmeta})
+		}
+	}
+	return &Dir{fs: f, view: v, node: root, depth: -1}
+}
+
+// groupDocs returns the metadata files of a group directory.
+func groupDocs(n *zarr.Node, v View) ([]doc, error) {
+	if v == V3 {
+		g := &meta.GroupV3{Attributes: n.Attributes}
+		if n.GroupV3 != nil {
+			// The inline consolidated metadata describes the stored (sharded)
+			// arrays, not the view: readers that trust it would be misled.
+			copied := *n.GroupV3
+			copied.Consolidated = nil
+			g = &copied
+		}
+		b, err := g.Marshal()
+		return []doc{{zarr.ZarrJSON, b}}, err
+	}
+	zgroup, err := (&meta.GroupV2{}).Marshal()
+	if err != nil {
+		return nil, err
+	}
+	attrs, err := v2Attributes(n)
+	return []doc{{zarr.ZGroup, zgroup}, {zarr.ZAttrs, attrs}}, err
+}
+
+// consolidated builds the root .zmetadata of the v2 view from its documents.
+func (f *FS) consolidated(nodes map[string]*vnode) ([]byte, error) {
+	c := &meta.Consolidated{}
+	for _, n := range f.h.Nodes() {
+		vn, ok := nodes[n.Path]
+		if !ok {
+			continue
+		}
+		for _, d := range vn.docs {
+			c.Entries = append(c.Entries, meta.Entry{Key: joinPath(n.Path, d.name), Doc: json.RawMessage(d.data)})
+		}
+	}
+	return c.Marshal()
+}
+
+// Dir is a directory of a view: a group or array, or a directory of chunk
+// keys (c/, c/1/ ... in the v3 view; 1/, 1/2/ with a "/" separator).
+type Dir struct {
+	fs   *FS
+	view View
+	path string
+	node *vnode // group and array directories
+	arr  *arrayView
+	// depth is the number of chunk coordinates fixed by a chunk key
+	// directory (prefix), -1 for group and array directories.
+	depth  int
+	prefix []int
+}
+
+// Path is the directory's path within its view ("" for the root).
+func (d *Dir) Path() string { return d.path }
+
+// Attr describes the directory.
+func (d *Dir) Attr() Attr {
+	ino := inode(d.view, d.path)
+	if d.path == "" {
+		ino = inode(d.view, "/")
+	}
+	return Attr{Ino: ino, Dir: true, Mtime: d.fs.mtime}
+}
+
+// DirEntry is a name in a listing.
+type DirEntry struct {
+	Name string
+	Ino  uint64
+	Dir  bool
+}
+
+// chunkRoot returns the chunk key layout of an array directory: whether
+// keys are flat file names in it, and the name of the directory holding
+// nested keys ("c" for the default encoding, "" when the array directory
+// itself holds the first coordinate).
+func (av *arrayView) nested() (nested bool, root string) {
+	if av.keys.Separator != "/" || len(av.grid) == 0 {
+		return false, ""
+	}
+	if av.keys.Name == meta.KeyEncodingDefault {
+		return true, "c"
+	}
+	return true, ""
+}
+
+// Lookup resolves a name in the directory.
+func (d *Dir) Lookup(ctx context.Context, name string) (Entry, error) {
+	path := joinPath(d.path, name)
+	if d.node != nil {
+		for _, doc := range d.node.docs {
+			if doc.name == name {
+				f := &File{fs: d.fs, view: d.view, path: path, doc: doc.data}
+				return Entry{Name: name, File: f, Attr: f.docAttr()}, nil
+			}
+		}
+		if c, ok := d.node.children[name]; ok {
+			return d.dirEntry(name, &Dir{fs: d.fs, view: d.view, path: path, node: c, arr: c.arr, depth: -1}), nil
+		}
+		av := d.node.arr
+		if av == nil {
+			return Entry{}, ErrNotFound
+		}
+		nested, root := av.nested()
+		switch {
+		case !nested:
+			coords, ok := av.keys.Parse(name, len(av.grid))
+			if !ok {
+				return Entry{}, ErrNotFound
+			}
+			return d.chunkFile(ctx, name, path, av, coords)
+		case root != "":
+			if name != root {
+				return Entry{}, ErrNotFound
+			}
+			return d.dirEntry(name, &Dir{fs: d.fs, view: d.view, path: path, arr: av, depth: 0}), nil
+		}
+		// The array directory holds the first coordinate of "/" keys.
+		return (&Dir{fs: d.fs, view: d.view, path: d.path, arr: av, depth: 0}).lookupCoordinate(ctx, name, path)
+	}
+	return d.lookupCoordinate(ctx, name, path)
+}
+
+// lookupCoordinate resolves a name in a chunk key directory: the next
+// coordinate, a directory or (for the last axis) a chunk file.
+func (d *Dir) lookupCoordinate(ctx context.Context, name, path string) (Entry, error) {
+	av := d.arr
+	c, err := strconv.Atoi(name)
+	if err != nil || c < 0 || c >= av.grid[d.depth] || strconv.Itoa(c) != name {
+		return Entry{}, ErrNotFound
+	}
+	coords := append(slices.Clone(d.prefix), c)
+	if len(coords) == len(av.grid) {
+		return d.chunkFile(ctx, name, path, av, coords)
+	}
+	return d.dirEntry(name, &Dir{fs: d.fs, view: d.view, path: path, arr: av, depth: d.depth + 1, prefix: coords}), nil
+}
+
+func (d *Dir) dirEntry(name string, child *Dir) Entry {
+	return Entry{Name: name, Dir: child, Attr: child.Attr()}
+}
+
+// chunkFile returns the entry of a chunk file, or ErrNotFound if the chunk
+// is empty.
+func (d *Dir) chunkFile(ctx context.Context, name, path string, av *arrayView, coords []int) (Entry, error) {
+	f := &File{fs: d.fs, view: d.view, path: path, arr: av, coords: coords}
+	attr, err := f.Attr(ctx)
+	if err != nil {
+		return Entry{}, err
+	}
+	return Entry{Name: name, File: f, Attr: attr}, nil
+}
+
+// List streams the directory's entries: metadata files, child nodes, then
+// chunks (or chunk key directories) as the shard indexes list them.
+func (d *Dir) List(ctx context.Context) iter.Seq2[DirEntry, error] {
+	return func(yield func(DirEntry, error) bool) {
+		entry := func(name string, dir bool) DirEntry {
+			return DirEntry{Name: name, Dir: dir, Ino: inode(d.view, joinPath(d.path, name))}
+		}
+		if d.node != nil {
+			for _, doc := range d.node.docs {
+				if !yield(entry(doc.name, false), nil) {
+					return
+				}
+			}
+			for _, name := range d.node.names {
+				if !yield(entry(name, true), nil) {
+					return
+				}
+			}
+			av := d.node.arr
+			if av == nil {
+				return
+			}
+			nested, root := av.nested()
+			switch {
+			case !nested:
+				for c, err := range av.stored(ctx, nil) {
+					if err != nil {
+						yield(DirEntry{}, err)
+						return
+					}
+					if !yield(entry(av.keys.Key(c), false), nil) {
+						return
+					}
+				}
+				return
+			case root != "":
+				for _, err := range av.stored(ctx, nil) {
+					if err != nil {
+						yield(DirEntry{}, err)
+					} else {
+						yield(entry(root, true), nil)
+					}
+					return // one stored chunk is enough to show the directory
+				}
+				return
+			}
+			d = &Dir{fs: d.fs, view: d.view, path: d.path, arr: av, depth: 0}
+		}
+		d.listCoordinates(ctx, entry, yield)
+	}
+}
+
+// listCoordinates lists a chunk key directory: the distinct next
+// coordinates of stored chunks below it.
+func (d *Dir) listCoordinates(ctx context.Context, entry func(string, bool) DirEntry, yield func(DirEntry, error) bool) {
+	av := d.arr
+	last := d.depth == len(av.grid)-1
+	var seen map[int]bool
+	if !last {
+		seen = map[int]bool{}
+	}
+	for c, err := range av.stored(ctx, d.prefix) {
+		if err != nil {
+			yield(DirEntry{}, err)
+			return
+		}
+		v := c[d.depth]
+		if last {
+			if !yield(entry(strconv.Itoa(v), false), nil) {
+				return
+			}
+		} else {
+			seen[v] = true
+		}
+	}
+	values := make([]int, 0, len(seen))
+	for v := range seen {
+		values = append(values, v)
+	}
+	slices.Sort(values)
+	for _, v := range values {
+		if !yield(entry(strconv.Itoa(v), true), nil) {
+			return
+		}
+	}
+}
+
+// String names the directory for logs.
+func (d *Dir) String() string { return fmt.Sprintf("%s:/%s", d.view, d.path) }

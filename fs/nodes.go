@@ -1,0 +1,247 @@
+package fs
+
+import (
+	"context"
+	"iter"
+	"sync"
+	"syscall"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/zarrfs/zarrfs/fs/keyspace"
+)
+
+// rootNode holds both views as v3/ and v2/.
+type rootNode struct {
+	gofs.Inode
+	b *binding
+}
+
+var _ = (gofs.NodeOnAdder)((*rootNode)(nil))
+
+func (r *rootNode) OnAdd(ctx context.Context) {
+	for _, v := range r.b.opts.Views {
+		d := r.b.ks.Root(v)
+		child := r.NewPersistentInode(ctx, &dirNode{b: r.b, d: d}, gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: d.Attr().Ino})
+		r.AddChild(v.String(), child, false)
+	}
+}
+
+// dirNode is a directory of a view.
+type dirNode struct {
+	gofs.Inode
+	b *binding
+	d *keyspace.Dir
+}
+
+var (
+	_ = (gofs.NodeLookuper)((*dirNode)(nil))
+	_ = (gofs.NodeGetattrer)((*dirNode)(nil))
+	_ = (gofs.NodeOpendirHandler)((*dirNode)(nil))
+)
+
+func (n *dirNode) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	n.b.fill(n.d.Attr(), &out.Attr)
+	return 0
+}
+
+func (n *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	e, err := n.d.Lookup(ctx, name)
+	if err != nil {
+		return nil, n.b.errno(ctx, "lookup", n.d.Path()+"/"+name, err)
+	}
+	n.b.fill(e.Attr, &out.Attr)
+	var child gofs.InodeEmbedder
+	if e.Dir != nil {
+		child = &dirNode{b: n.b, d: e.Dir}
+	} else {
+		child = &fileNode{b: n.b, f: e.File}
+	}
+	return n.NewInode(ctx, child, gofs.StableAttr{Mode: mode(e.Attr), Ino: e.Attr.Ino}), 0
+}
+
+func (n *dirNode) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	var fuseFlags uint32
+	if n.b.opts.ReadOnly {
+		// The kernel may keep listings; both flags are needed.
+		fuseFlags = fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE
+	}
+	return &dirStream{d: n.d, b: n.b}, fuseFlags, 0
+}
+
+// dirStream streams a listing to the kernel one entry at a time, so huge
+// chunk directories never sit in memory. Offsets count entries from 1.
+type dirStream struct {
+	b    *binding
+	d    *keyspace.Dir
+	mu   sync.Mutex
+	next func() (keyspace.DirEntry, error, bool)
+	stop func()
+	off  uint64
+}
+
+var (
+	_ = (gofs.FileReaddirenter)((*dirStream)(nil))
+	_ = (gofs.FileSeekdirer)((*dirStream)(nil))
+	_ = (gofs.FileReleasedirer)((*dirStream)(nil))
+)
+
+func (s *dirStream) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.next == nil {
+		s.next, s.stop = iter.Pull2(s.d.List(context.WithoutCancel(ctx)))
+	}
+	e, err, ok := s.next()
+	if !ok {
+		return nil, 0
+	}
+	if err != nil {
+		return nil, s.b.errno(ctx, "readdir", s.d.Path(), err)
+	}
+	s.off++
+	mode := uint32(syscall.S_IFREG)
+	if e.Dir {
+		mode = syscall.S_IFDIR
+	}
+	return &fuse.DirEntry{Name: e.Name, Ino: e.Ino, Mode: mode, Off: s.off}, 0
+}
+
+// Seekdir restarts the listing and skips to off; listings are
+// deterministic, so the entries after off are the same.
+func (s *dirStream) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	s.mu.Lock()
+	s.reset()
+	s.mu.Unlock()
+	for s.off < off {
+		e, errno := s.Readdirent(ctx)
+		if errno != 0 || e == nil {
+			return errno
+		}
+	}
+	return 0
+}
+
+func (s *dirStream) reset() {
+	if s.stop != nil {
+		s.stop()
+	}
+	s.next, s.stop, s.off = nil, nil, 0
+}
+
+func (s *dirStream) Releasedir(ctx context.Context, _ uint32) {
+	s.mu.Lock()
+	s.reset()
+	s.mu.Unlock()
+}
+
+// fileNode is a metadata document or a chunk file.
+type fileNode struct {
+	gofs.Inode
+	b *binding
+	f *keyspace.File
+	// version is the shard version the kernel's cached pages came from.
+	mu      sync.Mutex
+	version string
+}
+
+var (
+	_ = (gofs.NodeGetattrer)((*fileNode)(nil))
+	_ = (gofs.NodeOpener)((*fileNode)(nil))
+	_ = (gofs.NodeGetxattrer)((*fileNode)(nil))
+	_ = (gofs.NodeListxattrer)((*fileNode)(nil))
+)
+
+func (n *fileNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	a, err := n.f.Attr(ctx)
+	if err != nil {
+		return n.b.errno(ctx, "getattr", n.f.Path(), err)
+	}
+	n.b.fill(a, &out.Attr)
+	return 0
+}
+
+func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+		return nil, 0, syscall.EROFS
+	}
+	h, err := n.f.Open(ctx)
+	if err != nil {
+		return nil, 0, n.b.errno(ctx, "open", n.f.Path(), err)
+	}
+	// Keep the kernel's cached pages unless the shard was rewritten since
+	// they were read.
+	n.mu.Lock()
+	keep := n.version == h.Version
+	n.version = h.Version
+	n.mu.Unlock()
+	var fuseFlags uint32
+	if keep && n.b.opts.ReadOnly {
+		fuseFlags |= fuse.FOPEN_KEEP_CACHE
+	}
+	return &readHandle{h: h}, fuseFlags, 0
+}
+
+func (n *fileNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	xs, err := n.f.Xattrs(ctx)
+	if err != nil {
+		return 0, n.b.errno(ctx, "getxattr", n.f.Path(), err)
+	}
+	for _, x := range xs {
+		if x.Name == attr {
+			if len(dest) < len(x.Value) {
+				return uint32(len(x.Value)), syscall.ERANGE
+			}
+			return uint32(copy(dest, x.Value)), 0
+		}
+	}
+	return 0, syscall.ENODATA
+}
+
+func (n *fileNode) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	xs, err := n.f.Xattrs(ctx)
+	if err != nil {
+		return 0, n.b.errno(ctx, "listxattr", n.f.Path(), err)
+	}
+	var names []byte
+	for _, x := range xs {
+		names = append(append(names, x.Name...), 0)
+	}
+	if len(dest) < len(names) {
+		return uint32(len(names)), syscall.ERANGE
+	}
+	return uint32(copy(dest, names)), 0
+}
+
+// readHandle reads an open file: spliced from the shard file for
+// pass-through chunks, from memory otherwise.
+type readHandle struct {
+	h *keyspace.Handle
+}
+
+var (
+	_ = (gofs.FileReader)((*readHandle)(nil))
+	_ = (gofs.FileReleaser)((*readHandle)(nil))
+)
+
+func (r *readHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	size := r.h.Size()
+	if off >= size {
+		return fuse.ReadResultData(nil), 0
+	}
+	n := min(int64(len(dest)), size-off)
+	if fd, base, _, ok := r.h.FdRange(); ok {
+		return fuse.ReadResultFd(fd, base+off, int(n)), 0
+	}
+	got, err := r.h.ReadAt(dest[:n], off)
+	if err != nil && got == 0 {
+		return nil, syscall.EIO
+	}
+	return fuse.ReadResultData(dest[:got]), 0
+}
+
+func (r *readHandle) Release(ctx context.Context) syscall.Errno {
+	r.h.Close()
+	return 0
+}

@@ -1,0 +1,97 @@
+package zarr
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/zarrfs/zarrfs/codec"
+	"github.com/zarrfs/zarrfs/zarr/meta"
+	"github.com/zarrfs/zarrfs/zarr/store"
+)
+
+// CreateArrayV3 writes the zarr.json of a new v3 array at path and opens it.
+// The document is validated (and its codec chain built) before anything is
+// written.
+func CreateArrayV3(ctx context.Context, s store.Store, path string, m *meta.ArrayV3) (*Array, error) {
+	a, err := openArrayV3(s, path, m)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := m.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	return a, s.Put(ctx, store.Join(path, ZarrJSON), doc)
+}
+
+// CreateArrayV2 writes the .zarray (and .zattrs when attrs is not nil) of a
+// new v2 array at path and opens it.
+func CreateArrayV2(ctx context.Context, s store.Store, path string, m *meta.ArrayV2, attrs json.RawMessage) (*Array, error) {
+	a, err := openArrayV2(s, path, m)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := m.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Put(ctx, store.Join(path, ZArray), doc); err != nil {
+		return nil, err
+	}
+	return a, putZattrs(ctx, s, path, attrs)
+}
+
+// CreateGroup writes the metadata of a group of the given format at path.
+func CreateGroup(ctx context.Context, s store.Store, path string, format int, attrs json.RawMessage) error {
+	switch format {
+	case 3:
+		g := &meta.GroupV3{}
+		if err := g.SetAttributes(attrs); err != nil {
+			return err
+		}
+		doc, err := g.Marshal()
+		if err != nil {
+			return err
+		}
+		return s.Put(ctx, store.Join(path, ZarrJSON), doc)
+	case 2:
+		doc, err := (&meta.GroupV2{}).Marshal()
+		if err != nil {
+			return err
+		}
+		if err := s.Put(ctx, store.Join(path, ZGroup), doc); err != nil {
+			return err
+		}
+		return putZattrs(ctx, s, path, attrs)
+	}
+	return fmt.Errorf("zarr format %d: must be 2 or 3", format)
+}
+
+func putZattrs(ctx context.Context, s store.Store, path string, attrs json.RawMessage) error {
+	if attrs == nil {
+		return nil
+	}
+	doc, err := meta.MarshalZattrs(attrs)
+	if err != nil {
+		return err
+	}
+	return s.Put(ctx, store.Join(path, ZAttrs), doc)
+}
+
+// ShardedCodecs returns the codec chain of an array sharded into inner
+// chunks of innerShape, each encoded with inner, and an index protected by
+// crc32c at the end of each shard: the layout zarr-python 3 writes.
+func ShardedCodecs(innerShape []int, inner []codec.Metadata) []codec.Metadata {
+	cfg, _ := json.Marshal(map[string]any{
+		"chunk_shape": slices.Clone(innerShape),
+		"codecs":      inner,
+		"index_codecs": []codec.Metadata{
+			{Name: "bytes", Configuration: json.RawMessage(`{"endian":"little"}`)},
+			{Name: "crc32c"},
+		},
+		"index_location": "end",
+	})
+	return []codec.Metadata{{Name: "sharding_indexed", Configuration: cfg}}
+}

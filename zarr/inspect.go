@@ -1,0 +1,175 @@
+package zarr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"strings"
+	"sync"
+
+	"github.com/zarrfs/zarrfs/zarr/nd"
+	"github.com/zarrfs/zarrfs/zarr/store"
+)
+
+// StoredChunks yields the grid coordinates of every chunk (shard) that is
+// stored, found by listing the array's keys. Keys that name no chunk of
+// the grid are skipped.
+func (a *Array) StoredChunks(ctx context.Context) iter.Seq2[[]int, error] {
+	return func(yield func([]int, error) bool) {
+		prefix := a.Path
+		if prefix != "" {
+			prefix += "/"
+		}
+		for key, err := range a.store.List(ctx, prefix) {
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if c, ok := a.ParseChunkKey(strings.TrimPrefix(key, prefix)); ok && !yield(c, nil) {
+				return
+			}
+		}
+	}
+}
+
+// ChunkReport describes one stored chunk (for sharded arrays: one shard).
+type ChunkReport struct {
+	Key    string
+	Coords []int
+	Size   int64
+	// Stored and Empty count inner chunks of a shard within the array's
+	// shape (an unsharded chunk counts as one stored chunk); StoredBytes
+	// is the size of the stored inner chunks.
+	Stored, Empty int
+	StoredBytes   int64
+	// Err is why the chunk is broken, nil when it is healthy.
+	Err error
+}
+
+// InspectChunk reads the chunk (shard) at grid coordinates. It always
+// validates a shard's index (checksum and bounds); with verify it also
+// decodes every stored inner chunk (or the whole unsharded chunk), which
+// checks chunk checksums and sizes.
+func (a *Array) InspectChunk(ctx context.Context, coords []int, verify bool) ChunkReport {
+	r := ChunkReport{Key: a.ChunkKey(coords), Coords: coords}
+	if a.shard == nil {
+		info, err := a.store.Stat(ctx, r.Key)
+		if err != nil {
+			r.Err = err
+			return r
+		}
+		r.Size, r.Stored, r.StoredBytes = info.Size, 1, info.Size
+		if verify {
+			_, _, r.Err = a.ReadChunk(ctx, coords)
+		}
+		return r
+	}
+	f, err := store.Open(ctx, a.store, r.Key)
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	defer f.Close()
+	r.Size = f.Info().Size
+	ix, err := a.shard.ReadIndex(f, r.Size)
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	var errs []error
+	for i, inner := range a.innerChunksOf(coords) {
+		off, n, ok := ix.Chunk(i)
+		if !inner {
+			if ok {
+				errs = append(errs, fmt.Errorf("inner chunk %d lies outside the array but is stored", i))
+			}
+			continue
+		}
+		if !ok {
+			r.Empty++
+			continue
+		}
+		r.Stored++
+		r.StoredBytes += n
+		if !verify {
+			continue
+		}
+		b := make([]byte, n)
+		if _, err := f.ReadAt(b, off); err != nil {
+			errs = append(errs, fmt.Errorf("inner chunk %d: %w", i, err))
+		} else if _, err := a.shard.Inner().Decode(b); err != nil {
+			errs = append(errs, fmt.Errorf("inner chunk %d: %w", i, err))
+		}
+	}
+	r.Err = errors.Join(errs...)
+	return r
+}
+
+// innerChunksOf yields, for each inner chunk of the shard at shard
+// coordinates in C order, whether it lies (at least partly) inside the
+// array. Inner chunks wholly outside are never written by conforming writers.
+func (a *Array) innerChunksOf(shard []int) iter.Seq2[int, bool] {
+	return func(yield func(int, bool) bool) {
+		grid := a.shard.Grid()
+		inner := a.shard.ChunkShape()
+		local := make([]int, len(grid))
+		for i := 0; i < nd.Size(grid); i++ {
+			nd.Unravel(i, grid, local)
+			inside := true
+			for d := range local {
+				inside = inside && (shard[d]*grid[d]+local[d])*inner[d] < a.Shape[d]
+			}
+			if !yield(i, inside) {
+				return
+			}
+		}
+	}
+}
+
+// InspectStored inspects every stored chunk (shard) of the array with
+// workers goroutines and yields the reports as they complete.
+func (a *Array) InspectStored(ctx context.Context, verify bool, workers int) iter.Seq[ChunkReport] {
+	return func(yield func(ChunkReport) bool) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		coords := make(chan []int)
+		reports := make(chan ChunkReport)
+		var listErr error
+		go func() {
+			defer close(coords)
+			for c, err := range a.StoredChunks(ctx) {
+				if err != nil {
+					listErr = err
+					return
+				}
+				select {
+				case coords <- c:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+		var wg sync.WaitGroup
+		for range max(workers, 1) {
+			wg.Go(func() {
+				for c := range coords {
+					select {
+					case reports <- a.InspectChunk(ctx, c, verify):
+					case <-ctx.Done():
+						return
+					}
+				}
+			})
+		}
+		go func() { wg.Wait(); close(reports) }()
+		for r := range reports {
+			if !yield(r) {
+				return
+			}
+		}
+		if listErr != nil {
+			yield(ChunkReport{Key: a.Path, Err: fmt.Errorf("list chunks: %w", listErr)})
+		}
+	}
+}
