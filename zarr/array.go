@@ -172,3 +172,43 @@ func isFill(c *codec.Chunk, fill []byte) bool {
 	}
 	return true
 }
+
+// InnerGrid is the number of inner chunks along each axis of a sharded
+// array that lie at least partly inside its shape; for unsharded arrays it
+// is the chunk grid.
+func (a *Array) InnerGrid() []int {
+	if a.shard == nil {
+		return a.Grid()
+	}
+	return nd.Grid(a.Shape, a.shard.ChunkShape())
+}
+
+// InnerChunk maps coordinates in the inner chunk grid to the shard holding
+// that inner chunk and its index within the shard's index. For unsharded
+// arrays the "shard" is the chunk itself, at index 0.
+func (a *Array) InnerChunk(coords []int) (shard []int, local int) {
+	if a.shard == nil {
+		return coords, 0
+	}
+	per := a.shard.Grid()
+	shard = make([]int, len(coords))
+	inner := make([]int, len(coords))
+	for d, c := range coords {
+		shard[d], inner[d] = c/per[d], c%per[d]
+	}
+	return shard, nd.Linear(inner, per)
+}
+
+// InnerCoords is the inverse of InnerChunk.
+func (a *Array) InnerCoords(shard []int, local int) []int {
+	if a.shard == nil {
+		return shard
+	}
+	per := a.shard.Grid()
+	c := make([]int, len(shard))
+	nd.Unravel(local, per, c)
+	for d := range c {
+		c[d] += shard[d] * per[d]
+	}
+	return c
+}

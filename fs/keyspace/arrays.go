@@ -11,7 +11,6 @@ import (
 	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/dtype"
 	"github.com/zarrfs/zarrfs/zarr/meta"
-	"github.com/zarrfs/zarrfs/zarr/nd"
 )
 
 // doc is a metadata file of a directory.
@@ -52,7 +51,7 @@ func newArrayView(f *FS, n *zarr.Node, v View) (*arrayView, error) {
 		cfg := av.shard.Config()
 		chunk, chain = av.shard.ChunkShape(), cfg.Codecs
 		av.source = av.shard.Inner()
-		av.grid = nd.Grid(a.Shape, chunk)
+		av.grid = a.InnerGrid()
 	}
 	var err error
 	if v == V3 {

@@ -123,16 +123,7 @@ func (av *arrayView) locate(ctx context.Context, coords []int, fresh bool) (loc 
 	if !nd.Inside(coords, av.grid) {
 		return loc, false, nil
 	}
-	objCoords, local := coords, 0
-	if av.shard != nil {
-		per := av.shard.Grid()
-		objCoords = make([]int, len(coords))
-		inner := make([]int, len(coords))
-		for d, c := range coords {
-			objCoords[d], inner[d] = c/per[d], c%per[d]
-		}
-		local = nd.Linear(inner, per)
-	}
+	objCoords, local := av.a.InnerChunk(coords)
 	key := av.a.ChunkKey(objCoords)
 	s, err := av.object(ctx, key, fresh)
 	if err != nil {
@@ -192,14 +183,9 @@ func (av *arrayView) stored(ctx context.Context, prefix []int) iter.Seq2[[]int, 
 				}
 				continue
 			}
-			local := make([]int, len(per))
 			for i := 0; i < s.index.Len(); i++ {
 				if _, _, ok := s.index.Chunk(i); ok {
-					nd.Unravel(i, per, local)
-					c := make([]int, len(per))
-					for d := range c {
-						c[d] = objCoords[d]*per[d] + local[d]
-					}
+					c := av.a.InnerCoords(objCoords, i)
 					if nd.Inside(c, av.grid) && hasPrefix(c, prefix) && !yield(c, nil) {
 						return
 					}

@@ -17,7 +17,7 @@ import (
 )
 
 // tempMarker is part of the names of files Put writes before renaming them
-// into place; listings hide them.
+// into place; listings hide them, as they hide Update's lock files.
 const tempMarker = ".zarrfs-tmp-"
 
 // Dir is a store in a local directory. All access goes through os.Root,
@@ -259,7 +259,7 @@ func (d *Dir) ListDir(ctx context.Context, prefix string) iter.Seq2[Entry, error
 			slices.SortFunc(batch, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 			for _, de := range batch {
 				name := de.Name()
-				if strings.Contains(name, tempMarker) {
+				if hidden(name) {
 					continue
 				}
 				isDir := de.IsDir()

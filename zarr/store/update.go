@@ -1,0 +1,187 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Patch overwrites bytes of a value in place.
+type Patch struct {
+	Offset int64
+	Data   []byte
+}
+
+// Change is what an update does to a value. The zero Change keeps it.
+type Change struct {
+	// Value replaces the value atomically.
+	Value []byte
+	// Delete removes the value.
+	Delete bool
+	// Patches overwrite parts of the existing value in place instead,
+	// for updates that keep its layout.
+	Patches []Patch
+}
+
+// Updater is implemented by stores that can read-modify-write a value
+// while excluding every other updater of the same key, in this process and
+// in others, so that concurrent updates are never lost.
+type Updater interface {
+	// Update calls fn with the current value (nil when there is none) and
+	// applies the Change it returns, all under the key's lock.
+	Update(ctx context.Context, key string, fn func(cur File) (Change, error)) error
+}
+
+// lockSuffix names the lock file of a key. The protocol is tensorstore's
+// file kvstore's: lock "<key>.__lock" with an OFD lock, confirm it is
+// still the file at that name, write the new value into it, sync it and
+// rename it onto the key. Writers using either implementation exclude
+// each other, and readers only ever see whole values.
+const lockSuffix = ".__lock"
+
+var _ Updater = (*Dir)(nil)
+
+// Update read-modify-writes key under its lock file.
+func (d *Dir) Update(ctx context.Context, key string, fn func(cur File) (Change, error)) error {
+	if err := d.writable(key); err != nil {
+		return err
+	}
+	dir := path.Dir(key)
+	if dir != "." {
+		if err := d.root.MkdirAll(dir, 0o755); err != nil {
+			return mapErr(key, err)
+		}
+	}
+	lock, err := d.lock(ctx, key+lockSuffix)
+	if err != nil {
+		return mapErr(key, err)
+	}
+	defer lock.Close() // releases the OFD lock
+	change, err := d.withCurrent(ctx, key, fn)
+	if err != nil {
+		d.root.Remove(key + lockSuffix)
+		return err
+	}
+	if err := d.apply(key, lock, change); err != nil {
+		d.root.Remove(key + lockSuffix)
+		return mapErr(key, err)
+	}
+	return mapErr(key, d.syncDir(dir))
+}
+
+// lock opens and locks the lock file at name, retrying while other
+// updaters rename it away under us.
+func (d *Dir) lock(ctx context.Context, name string) (*os.File, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		f, err := d.root.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		if err := ofdLock(f, true); err != nil {
+			f.Close()
+			return nil, err
+		}
+		held, err1 := f.Stat()
+		current, err2 := d.root.Lstat(name)
+		if err1 == nil && err2 == nil && os.SameFile(held, current) {
+			return f, nil
+		}
+		f.Close() // the previous holder published it as the value: retry
+	}
+}
+
+// withCurrent calls fn with the current value of key.
+func (d *Dir) withCurrent(ctx context.Context, key string, fn func(File) (Change, error)) (Change, error) {
+	cur, err := d.Open(ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		return fn(nil)
+	}
+	if err != nil {
+		return Change{}, err
+	}
+	defer cur.Close()
+	return fn(cur)
+}
+
+// apply carries out a change while the lock is held.
+func (d *Dir) apply(key string, lock *os.File, c Change) error {
+	lockName := key + lockSuffix
+	switch {
+	case c.Value != nil:
+		if err := lock.Truncate(0); err != nil {
+			return err
+		}
+		if _, err := lock.WriteAt(c.Value, 0); err != nil {
+			return err
+		}
+		if err := lock.Sync(); err != nil {
+			return err
+		}
+		return d.root.Rename(lockName, key)
+	case c.Delete:
+		if err := d.root.Remove(key); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	case len(c.Patches) > 0:
+		f, err := d.root.OpenFile(key, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		for _, p := range c.Patches {
+			if _, err := f.WriteAt(p.Data, p.Offset); err != nil {
+				f.Close()
+				return err
+			}
+		}
+		err = unix.Fdatasync(int(f.Fd()))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return d.root.Remove(lockName)
+}
+
+// ofdLock takes an exclusive open-file-description lock on the whole file.
+// Unlike classic POSIX locks it belongs to the open file, not the process,
+// so it excludes threads of one process too and is not dropped when some
+// other descriptor of the file is closed.
+func ofdLock(f *os.File, wait bool) error {
+	cmd := unix.F_OFD_SETLK
+	if wait {
+		cmd = unix.F_OFD_SETLKW
+	}
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0}
+	for {
+		err := unix.FcntlFlock(f.Fd(), cmd, &lk)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// TryLock takes the exclusive OFD lock of an open file without waiting; it
+// reports false when another open file holds it.
+func TryLock(f *os.File) (bool, error) {
+	err := ofdLock(f, false)
+	if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// hidden reports whether a name is store machinery rather than a key:
+// temporary files of Put and lock files of Update.
+func hidden(name string) bool {
+	return strings.Contains(name, tempMarker) || strings.HasSuffix(name, lockSuffix)
+}

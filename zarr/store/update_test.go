@@ -1,0 +1,166 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/zarrfs/zarrfs/zarr/store"
+)
+
+// increment adds one to the decimal counter at key under the update lock.
+func increment(ctx context.Context, s *store.Dir, key string) error {
+	return s.Update(ctx, key, func(cur store.File) (store.Change, error) {
+		n := 0
+		if cur != nil {
+			b := make([]byte, cur.Info().Size)
+			if _, err := cur.ReadAt(b, 0); err != nil && err != io.EOF {
+				return store.Change{}, err
+			}
+			var err error
+			if n, err = strconv.Atoi(string(b)); err != nil {
+				return store.Change{}, fmt.Errorf("torn value %q", b)
+			}
+		}
+		return store.Change{Value: []byte(strconv.Itoa(n + 1))}, nil
+	})
+}
+
+// TestUpdateHelperProcess is the body of the other processes of
+// TestUpdateLosesNothing; it does nothing in a normal run.
+func TestUpdateHelperProcess(t *testing.T) {
+	dir := os.Getenv("ZARRFS_UPDATE_HELPER_DIR")
+	if dir == "" {
+		return
+	}
+	s, err := store.OpenDir(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 100; i++ {
+		if err := increment(context.Background(), s, "c/0/0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestUpdateLosesNothing increments one key from goroutines of this process
+// and from two other processes at once; every increment must count, and
+// readers must only ever see whole values.
+func TestUpdateLosesNothing(t *testing.T) {
+	ctx := context.Background()
+	s, dir := openDir(t, false)
+	var procs []*exec.Cmd
+	for range 2 {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestUpdateHelperProcess$")
+		cmd.Env = append(os.Environ(), "ZARRFS_UPDATE_HELPER_DIR="+dir)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		procs = append(procs, cmd)
+	}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	readerErr := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				readerErr <- nil
+				return
+			default:
+			}
+			b, err := s.Get(ctx, "c/0/0")
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if _, perr := strconv.Atoi(string(b)); err != nil || perr != nil {
+				readerErr <- fmt.Errorf("reader saw %q, %v", b, err)
+				return
+			}
+		}
+	}()
+	for range 4 {
+		wg.Go(func() {
+			for i := 0; i < 50; i++ {
+				if err := increment(ctx, s, "c/0/0"); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, p := range procs {
+		if err := p.Wait(); err != nil {
+			t.Fatalf("helper process: %v", err)
+		}
+	}
+	close(stop)
+	if err := <-readerErr; err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Get(ctx, "c/0/0")
+	if err != nil || string(b) != "400" {
+		t.Fatalf("counter = %q, %v; want 400 (4x50 here + 2x100 in other processes)", b, err)
+	}
+	entries, _ := os.ReadDir(filepath.Join(dir, "c", "0"))
+	if len(entries) != 1 {
+		t.Fatalf("left behind: %v", entries)
+	}
+}
+
+func TestUpdateChanges(t *testing.T) {
+	ctx := context.Background()
+	s, dir := openDir(t, false)
+	s.Put(ctx, "k", []byte("0123456789"))
+	patch := func(cur store.File) (store.Change, error) {
+		return store.Change{Patches: []store.Patch{{Offset: 2, Data: []byte("ab")}, {Offset: 8, Data: []byte("z")}}}, nil
+	}
+	if err := s.Update(ctx, "k", patch); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := s.Get(ctx, "k"); string(b) != "01ab4567z9" {
+		t.Fatalf("after patches: %q", b)
+	}
+	keep := func(cur store.File) (store.Change, error) { return store.Change{}, nil }
+	if err := s.Update(ctx, "k", keep); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	if err := s.Update(ctx, "k", func(store.File) (store.Change, error) { return store.Change{}, boom }); !errors.Is(err, boom) {
+		t.Fatalf("fn error: %v", err)
+	}
+	if b, _ := s.Get(ctx, "k"); string(b) != "01ab4567z9" {
+		t.Fatalf("a kept or failed update changed the value: %q", b)
+	}
+	del := func(cur store.File) (store.Change, error) { return store.Change{Delete: true}, nil }
+	if err := s.Update(ctx, "k", del); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, "k"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("after delete: %v", err)
+	}
+	var sawNil bool
+	s.Update(ctx, "new/key", func(cur store.File) (store.Change, error) {
+		sawNil = cur == nil
+		return store.Change{Value: []byte("v")}, nil
+	})
+	if b, _ := s.Get(ctx, "new/key"); !sawNil || string(b) != "v" {
+		t.Fatalf("create through Update: nil=%v value=%q", sawNil, b)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Fatalf("lock files left behind: %v", entries)
+	}
+	ro, _ := openDir(t, true)
+	if err := ro.Update(ctx, "k", keep); !errors.Is(err, store.ErrReadOnly) {
+		t.Fatalf("Update on a read-only store: %v", err)
+	}
+}

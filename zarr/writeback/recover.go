@@ -1,0 +1,119 @@
+package writeback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/store"
+)
+
+// Recover publishes the journals that writers which died left under
+// journalRoot, into the shards of h, and removes them. Journals of live
+// writers are left alone. It returns the number of records replayed.
+func Recover(ctx context.Context, h *zarr.Hierarchy, journalRoot string, logger *slog.Logger) (int, error) {
+	u, ok := h.Store.(store.Updater)
+	if !ok || h.Store.ReadOnly() {
+		return 0, ErrNotWritable
+	}
+	found, err := orphans(journalRoot)
+	if err != nil {
+		return 0, fmt.Errorf("journals in %s: %w", journalRoot, err)
+	}
+	total := 0
+	var errs []error
+	for _, o := range found {
+		n, err := replay(ctx, u, h, o.dir, logger)
+		total += n
+		if err != nil {
+			errs = append(errs, fmt.Errorf("journal %s: %w", o.dir, err))
+			o.owner.Close()
+			continue
+		}
+		err = os.RemoveAll(o.dir)
+		o.owner.Close()
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return total, errors.Join(errs...)
+}
+
+// shardUpdates are the last updates of one shard found in a journal.
+type shardUpdates struct {
+	a       *zarr.Array
+	updates map[int]update
+}
+
+// replay applies one journal: the last record of each inner chunk wins.
+func replay(ctx context.Context, u store.Updater, h *zarr.Hierarchy, dir string, logger *slog.Logger) (int, error) {
+	shards := map[string]*shardUpdates{}
+	n := 0
+	for r, err := range readRecords(dir) {
+		if err != nil {
+			return n, err
+		}
+		n++
+		a, err := journaledArray(h, r)
+		if err != nil {
+			logger.Warn("journal record skipped", "journal", dir, "key", r.Shard, "error", err)
+			continue
+		}
+		su := shards[r.Shard]
+		if su == nil {
+			su = &shardUpdates{a: a, updates: map[int]update{}}
+			shards[r.Shard] = su
+		}
+		su.updates[r.Chunk] = update{data: r.Data, deleted: r.Delete}
+	}
+	keys := make([]string, 0, len(shards))
+	for k := range shards {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, key := range keys {
+		su := shards[key]
+		if err := applyShard(ctx, u, su.a, key, su.updates); err != nil {
+			return n, fmt.Errorf("replay into %s: %w", key, err)
+		}
+	}
+	if n > 0 {
+		logger.Info("replayed a journal left by a writer that died", "journal", dir, "records", n, "shards", len(keys))
+	}
+	return n, nil
+}
+
+// journaledArray finds the sharded array a record belongs to and checks the
+// record still fits it (the array may have changed since).
+func journaledArray(h *zarr.Hierarchy, r Record) (*zarr.Array, error) {
+	n, ok := h.Node(r.Array)
+	if !ok || n.Array == nil || n.Array.Sharding() == nil {
+		return nil, fmt.Errorf("no sharded array at %q", r.Array)
+	}
+	a := n.Array
+	prefix := ""
+	if a.Path != "" {
+		prefix = a.Path + "/"
+	}
+	rel, ok := strings.CutPrefix(r.Shard, prefix)
+	if !ok {
+		return nil, fmt.Errorf("shard key outside the array %q", r.Array)
+	}
+	if _, ok := a.ParseChunkKey(rel); !ok {
+		return nil, fmt.Errorf("not a shard key of %q", r.Array)
+	}
+	if r.Chunk >= a.Sharding().NumChunks() {
+		return nil, fmt.Errorf("inner chunk %d beyond the shard's %d", r.Chunk, a.Sharding().NumChunks())
+	}
+	if !r.Delete {
+		if _, err := a.Sharding().Inner().Decode(r.Data); err != nil {
+			return nil, fmt.Errorf("journaled chunk does not decode: %w", err)
+		}
+	}
+	return a, nil
+}

@@ -1,0 +1,459 @@
+// Package writeback applies inner chunk updates to shards so that they are
+// safe, cheap and lose nothing:
+//
+//   - an update is appended to this process's journal before it is
+//     acknowledged, so it survives the process being killed (and, after
+//     Sync, the machine crashing);
+//   - until its shard is published, the update is held in memory, where
+//     readers see it at once (Lookup);
+//   - a shard is published when its updates have gone quiet, by one locked
+//     read-modify-write of the shard (store.Updater): updates to many inner
+//     chunks of a shard cost about one shard rewrite, every shard in the
+//     store is always a whole, valid shard, and writers in other processes
+//     never lose each other's updates;
+//   - journals of processes that died are replayed by the next writer.
+package writeback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/zarrfs/zarrfs/codec/sharding"
+	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/store"
+)
+
+// Options tune when shards are published.
+type Options struct {
+	// IdleDelay: a shard is published once it has had no update for this
+	// long (default 300ms), so a writer going through a shard chunk by
+	// chunk causes one rewrite.
+	IdleDelay time.Duration
+	// MaxDelay bounds how long an update waits to be published, even if
+	// the shard keeps changing (default 5s).
+	MaxDelay time.Duration
+	// MaxPendingBytes bounds the updates held in memory; beyond it, Put
+	// publishes the oldest shards before returning (default 256 MiB).
+	MaxPendingBytes int64
+	// Published is called after a shard was rewritten in the store and
+	// before its updates leave memory, so caches of the shard can be
+	// dropped without a moment of stale reads.
+	Published func(shardKey string)
+	Logger    *slog.Logger
+}
+
+// Writer holds the pending updates of one store.
+type Writer struct {
+	store   store.Store
+	updater store.Updater
+	journal *Journal
+	opts    Options
+
+	mu      sync.Mutex
+	shards  map[string]*pendingShard
+	pending int64 // bytes of pending chunk data
+	seq     uint64
+	idle    *sync.Cond // signalled when a publish finishes
+
+	kick chan struct{}
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+type pendingShard struct {
+	a          *zarr.Array
+	key        string
+	coords     []int
+	chunks     map[int]*pendingChunk
+	first      time.Time // oldest unpublished update
+	last       time.Time // newest update
+	publishing bool
+	retryAt    time.Time
+}
+
+type pendingChunk struct {
+	Pending
+	pos Pos
+}
+
+// Pending is an update of an inner chunk that is not yet in its shard.
+type Pending struct {
+	Data    []byte
+	Deleted bool
+	// Seq grows with every update of the writer, so it versions content.
+	Seq  uint64
+	Time time.Time
+}
+
+// ErrNotWritable: the store cannot be updated (read-only, or no locked
+// updates).
+var ErrNotWritable = errors.New("store is not writable")
+
+// New starts a writer whose journal lives under journalRoot.
+func New(s store.Store, journalRoot string, opts Options) (*Writer, error) {
+	u, ok := s.(store.Updater)
+	if !ok || s.ReadOnly() {
+		return nil, ErrNotWritable
+	}
+	if opts.IdleDelay <= 0 {
+		opts.IdleDelay = 300 * time.Millisecond
+	}
+	if opts.MaxDelay <= 0 {
+		opts.MaxDelay = 5 * time.Second
+	}
+	if opts.MaxPendingBytes <= 0 {
+		opts.MaxPendingBytes = 256 << 20
+	}
+	if opts.Published == nil {
+		opts.Published = func(string) {}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	j, err := OpenJournal(journalRoot)
+	if err != nil {
+		return nil, err
+	}
+	w := &Writer{store: s, updater: u, journal: j, opts: opts, shards: map[string]*pendingShard{},
+		kick: make(chan struct{}, 1), done: make(chan struct{})}
+	w.idle = sync.NewCond(&w.mu)
+	w.wg.Go(w.publishLoop)
+	return w, nil
+}
+
+// Put stores data as the encoded inner chunk at inner grid coordinates of
+// a. Unsharded chunks are written to the store at once; inner chunks are
+// journaled and published with their shard later.
+func (w *Writer) Put(ctx context.Context, a *zarr.Array, coords []int, data []byte) error {
+	return w.update(ctx, a, coords, data, false)
+}
+
+// Delete empties the inner chunk at inner grid coordinates of a.
+func (w *Writer) Delete(ctx context.Context, a *zarr.Array, coords []int) error {
+	return w.update(ctx, a, coords, nil, true)
+}
+
+func (w *Writer) update(ctx context.Context, a *zarr.Array, coords []int, data []byte, del bool) error {
+	shard, local := a.InnerChunk(coords)
+	key := a.ChunkKey(shard)
+	if a.Sharding() == nil {
+		if del {
+			return w.store.Delete(ctx, key)
+		}
+		return w.store.Put(ctx, key, data)
+	}
+	w.mu.Lock()
+	pos, err := w.journal.Append(Record{Array: a.Path, Shard: key, Chunk: local, Delete: del, Data: data})
+	if err != nil {
+		w.mu.Unlock()
+		return err
+	}
+	now := time.Now()
+	ps := w.shards[key]
+	if ps == nil {
+		ps = &pendingShard{a: a, key: key, coords: shard, chunks: map[int]*pendingChunk{}, first: now}
+		w.shards[key] = ps
+	}
+	if old := ps.chunks[local]; old != nil {
+		w.pending -= int64(len(old.Data))
+		w.journal.Release(old.pos)
+	}
+	w.seq++
+	ps.chunks[local] = &pendingChunk{Pending: Pending{Data: data, Deleted: del, Seq: w.seq, Time: now}, pos: pos}
+	ps.last = now
+	w.pending += int64(len(data))
+	over := w.pending > w.opts.MaxPendingBytes
+	w.mu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+	if over {
+		return w.relieve(ctx)
+	}
+	return nil
+}
+
+// relieve publishes the oldest shards until pending updates fit the budget.
+func (w *Writer) relieve(ctx context.Context) error {
+	for {
+		w.mu.Lock()
+		if w.pending <= w.opts.MaxPendingBytes {
+			w.mu.Unlock()
+			return nil
+		}
+		var oldest *pendingShard
+		for _, ps := range w.shards {
+			if !ps.publishing && (oldest == nil || ps.first.Before(oldest.first)) {
+				oldest = ps
+			}
+		}
+		if oldest == nil { // everything is being published: wait for it
+			w.idle.Wait()
+			w.mu.Unlock()
+			continue
+		}
+		w.mu.Unlock()
+		if err := w.publish(ctx, oldest.key); err != nil {
+			return err
+		}
+	}
+}
+
+// Lookup returns the pending update of the inner chunk at inner grid
+// coordinates of a; ok is false when it has none.
+func (w *Writer) Lookup(a *zarr.Array, coords []int) (p Pending, ok bool) {
+	shard, local := a.InnerChunk(coords)
+	key := a.ChunkKey(shard)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ps := w.shards[key]; ps != nil {
+		if pc := ps.chunks[local]; pc != nil {
+			return pc.Pending, true
+		}
+	}
+	return Pending{}, false
+}
+
+// PendingShards returns, for every shard of a with pending updates, its
+// grid coordinates and which of its inner chunks (by index in the shard)
+// are pending deletions (true) or puts (false).
+func (w *Writer) PendingShards(a *zarr.Array) map[string]PendingShard {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string]PendingShard{}
+	for key, ps := range w.shards {
+		if ps.a != a {
+			continue
+		}
+		chunks := make(map[int]bool, len(ps.chunks))
+		for local, pc := range ps.chunks {
+			chunks[local] = pc.Deleted
+		}
+		out[key] = PendingShard{Coords: ps.coords, Deleted: chunks}
+	}
+	return out
+}
+
+// PendingShard lists the pending inner chunks of one shard.
+type PendingShard struct {
+	Coords  []int
+	Deleted map[int]bool
+}
+
+// Sync makes every acknowledged update durable on disk.
+func (w *Writer) Sync() error { return w.journal.Sync() }
+
+// publishLoop publishes shards as they become due.
+func (w *Writer) publishLoop() {
+	tick := time.NewTicker(w.opts.IdleDelay / 2)
+	defer tick.Stop()
+	for {
+		select {
+		case <-w.done:
+			return
+		case <-tick.C:
+		case <-w.kick:
+		}
+		for _, key := range w.due(time.Now()) {
+			if err := w.publish(context.Background(), key); err != nil {
+				w.opts.Logger.Error("publishing a shard failed; its updates stay journaled and are retried", "key", key, "error", err)
+			}
+		}
+	}
+}
+
+// due lists the shards to publish now.
+func (w *Writer) due(now time.Time) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var keys []string
+	for key, ps := range w.shards {
+		if ps.publishing || now.Before(ps.retryAt) {
+			continue
+		}
+		complete := len(ps.chunks) == ps.a.Sharding().NumChunks()
+		if complete || now.Sub(ps.last) >= w.opts.IdleDelay || now.Sub(ps.first) >= w.opts.MaxDelay {
+			keys = append(keys, key)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// publish writes the pending updates of one shard into the store.
+func (w *Writer) publish(ctx context.Context, key string) error {
+	w.mu.Lock()
+	ps := w.shards[key]
+	for ps != nil && ps.publishing {
+		w.idle.Wait()
+		ps = w.shards[key]
+	}
+	if ps == nil {
+		w.mu.Unlock()
+		return nil
+	}
+	ps.publishing = true
+	snapshot := make(map[int]*pendingChunk, len(ps.chunks))
+	for local, pc := range ps.chunks {
+		snapshot[local] = pc
+	}
+	w.mu.Unlock()
+
+	updates := make(map[int]update, len(snapshot))
+	for local, pc := range snapshot {
+		updates[local] = update{data: pc.Data, deleted: pc.Deleted}
+	}
+	err := applyShard(ctx, w.updater, ps.a, key, updates)
+	if err == nil {
+		w.opts.Published(key)
+	}
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	defer w.idle.Broadcast()
+	ps.publishing = false
+	if err != nil {
+		ps.retryAt = time.Now().Add(time.Second)
+		return fmt.Errorf("publish %s: %w", key, err)
+	}
+	for local, pc := range snapshot {
+		if ps.chunks[local] == pc { // not updated again meanwhile
+			delete(ps.chunks, local)
+			w.pending -= int64(len(pc.Data))
+			w.journal.Release(pc.pos)
+		}
+	}
+	if len(ps.chunks) == 0 {
+		delete(w.shards, key)
+	} else {
+		ps.first = time.Now()
+	}
+	return nil
+}
+
+// Flush publishes every pending update now.
+func (w *Writer) Flush(ctx context.Context) error {
+	var errs []error
+	for {
+		w.mu.Lock()
+		keys := make([]string, 0, len(w.shards))
+		for key := range w.shards {
+			keys = append(keys, key)
+		}
+		w.mu.Unlock()
+		if len(keys) == 0 {
+			return nil
+		}
+		slices.Sort(keys)
+		errs = errs[:0]
+		for _, key := range keys {
+			if err := w.publish(ctx, key); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if len(errs) > 0 {
+			return errors.Join(errs...)
+		}
+	}
+}
+
+// Close publishes everything and closes the journal. Updates that cannot
+// be published stay in the journal for the next writer to replay, and the
+// error says so.
+func (w *Writer) Close(ctx context.Context) error {
+	close(w.done)
+	w.wg.Wait()
+	err := w.Flush(ctx)
+	if serr := w.journal.Sync(); err == nil {
+		err = serr
+	}
+	return errors.Join(err, w.journal.Close())
+}
+
+// update is the new content of one inner chunk.
+type update struct {
+	data    []byte
+	deleted bool
+}
+
+// applyShard read-modify-writes a shard under its lock: updated inner
+// chunks replace the stored ones; all others are copied verbatim. Fixed-size
+// uncompressed chunks replacing stored ones of the same size are written in
+// place; every other change rewrites the shard densely (reclaiming dead
+// space) and atomically. A shard left without chunks is deleted.
+func applyShard(ctx context.Context, u store.Updater, a *zarr.Array, key string, updates map[int]update) error {
+	sh := a.Sharding()
+	return u.Update(ctx, key, func(cur store.File) (store.Change, error) {
+		var ix *sharding.Index
+		if cur != nil {
+			var err error
+			if ix, err = sh.ReadIndex(cur, cur.Info().Size); err != nil {
+				// Rewriting would drop whatever the index still locates.
+				return store.Change{}, fmt.Errorf("refusing to rewrite a shard whose index is unreadable: %w", err)
+			}
+		}
+		if patches, ok := inPlace(sh, ix, updates); ok {
+			return store.Change{Patches: patches}, nil
+		}
+		chunks := make([][]byte, sh.NumChunks())
+		for i := range chunks {
+			if up, ok := updates[i]; ok {
+				if !up.deleted {
+					chunks[i] = up.data
+				}
+				continue
+			}
+			if ix == nil {
+				continue
+			}
+			b, _, err := sh.ReadChunk(cur, ix, i)
+			if err != nil {
+				return store.Change{}, err
+			}
+			chunks[i] = b
+		}
+		value, err := sh.EncodeShard(chunks)
+		switch {
+		case err != nil:
+			return store.Change{}, err
+		case value == nil && cur == nil:
+			return store.Change{}, nil
+		case value == nil:
+			return store.Change{Delete: true}, nil
+		}
+		return store.Change{Value: value}, nil
+	})
+}
+
+// inPlace returns the patches that apply updates without moving anything:
+// possible when inner chunks have a fixed size, carry no checksum that a
+// torn write would break, and every update replaces a stored chunk.
+func inPlace(sh *sharding.Codec, ix *sharding.Index, updates map[int]update) ([]store.Patch, bool) {
+	if ix == nil {
+		return nil, false
+	}
+	size, fixed := sh.Inner().EncodedSize()
+	if !fixed {
+		return nil, false
+	}
+	for _, name := range sh.Inner().Names() {
+		if name != "bytes" && name != "transpose" {
+			return nil, false
+		}
+	}
+	patches := make([]store.Patch, 0, len(updates))
+	for i, up := range updates {
+		off, n, ok := ix.Chunk(i)
+		if up.deleted || !ok || n != int64(size) || len(up.data) != size {
+			return nil, false
+		}
+		patches = append(patches, store.Patch{Offset: off, Data: up.data})
+	}
+	return patches, true
+}
