@@ -33,7 +33,7 @@ fuzz:
 	  pkg=./$$(dirname $$f); \
 	  for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
 	    echo "fuzz $$pkg $$t ($(FUZZTIME))"; \
-	    $(GO) test -run='^$$' -fuzz="^$$t$$" -fuzztime=$(FUZZTIME) $$pkg > /tmp/zarrfs-fuzz.log 2>&1 || { cat /tmp/zarrfs-fuzz.log; exit 1; }; \
+	    $(GO) test -run='^$$' -fuzz="^$$t$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s $$pkg > /tmp/zarrfs-fuzz.log 2>&1 || { cat /tmp/zarrfs-fuzz.log; exit 1; }; \
 	  done; \
 	done
 

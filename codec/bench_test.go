@@ -21,7 +21,7 @@ func benchVolume() *codec.Chunk {
 		for y := range 256 {
 			for x := range 256 {
 				seed = seed*1664525 + 1013904223
-				v := 2000 + 800*math.Sin(float64(x)/23)*math.Cos(float64(y)/31) + 40*float64(z) + float64(seed>>28)
+				v := 2000 + 800*math.Sin(float64(x)/23)*math.Cos(float64(y)/31) + 40*float64(z) + float64(seed>>30)
 				binary.LittleEndian.PutUint16(c.Data[2*i:], uint16(v))
 				i++
 			}

@@ -25,6 +25,11 @@ func TestNumcodecsVectors(t *testing.T) {
 			if err != nil {
 				t.Fatalf("encode: %v", err)
 			}
+			// Without a compressor (whose output may legitimately
+			// differ), we must write what numcodecs writes.
+			if string(c.ZArray.Compressor) == "null" && string(enc) != string(unb64(t, c.Encoded)) {
+				t.Errorf("our encoding differs from numcodecs'\n ours %x\n      %x", head(enc), head(unb64(t, c.Encoded)))
+			}
 			again, err := p.Decode(enc)
 			if err != nil {
 				t.Fatalf("decode our encoding: %v", err)

@@ -9,6 +9,10 @@ import (
 	"io"
 	"math/bits"
 	"unsafe"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zlib"
+	"github.com/klauspost/compress/zstd"
 )
 
 // parseConfig decodes a codec configuration into v, which holds the
@@ -25,6 +29,23 @@ func parseConfig(raw json.RawMessage, v any) error {
 	return nil
 }
 
+// parseLevel reads the "level" of gzip, zlib and bz2 configurations.
+func parseLevel(config json.RawMessage, def, lo, hi int) (int, error) {
+	var cfg struct {
+		Level *int `json:"level"`
+	}
+	if err := parseConfig(config, &cfg); err != nil {
+		return 0, err
+	}
+	if cfg.Level == nil {
+		return def, nil
+	}
+	if *cfg.Level < lo || *cfg.Level > hi {
+		return 0, configError("level %d is outside %d..%d", *cfg.Level, lo, hi)
+	}
+	return *cfg.Level, nil
+}
+
 // configError formats an ErrConfig.
 func configError(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, args...))
@@ -35,8 +56,8 @@ func corrupt(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, args...))
 }
 
-// corruptErr wraps a library decoding error as ErrCorrupt (or ErrChecksum
-// when the library reports a checksum failure, which callers detect first).
+// corruptErr wraps a library decoding error as ErrCorrupt, keeping the
+// library's error in the chain for mapLibError.
 func corruptErr(err error) error {
 	if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrChecksum) {
 		return err
@@ -45,6 +66,20 @@ func corruptErr(err error) error {
 		err = io.ErrUnexpectedEOF
 	}
 	return fmt.Errorf("%w: %w", ErrCorrupt, err)
+}
+
+// mapLibError turns the checksum errors of the compression libraries into
+// ErrChecksum.
+func mapLibError(err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, e := range []error{gzip.ErrChecksum, zlib.ErrChecksum, zstd.ErrCRCMismatch} {
+		if errors.Is(err, e) {
+			return fmt.Errorf("%w: %v", ErrChecksum, e)
+		}
+	}
+	return corruptErr(err)
 }
 
 // sizeExceeded reports output larger than the caller's bound.
