@@ -48,7 +48,11 @@ func Mount(dir string, ks *keyspace.FS, opts Options) (*fuse.Server, error) {
 	if !opts.ReadOnly {
 		entryTTL, negativeTTL = time.Minute, 10*time.Second
 	}
+	if !ks.Writable() {
+		opts.ReadOnly = true
+	}
 	b := &binding{ks: ks, opts: opts}
+	ks.SetNotifier(b.notify)
 	mountOpts := fuse.MountOptions{
 		FsName:               opts.FsName,
 		Name:                 "zarrfs",
@@ -63,19 +67,26 @@ func Mount(dir string, ks *keyspace.FS, opts Options) (*fuse.Server, error) {
 	if opts.ReadOnly {
 		mountOpts.Options = append(mountOpts.Options, "ro")
 	}
-	return gofs.Mount(dir, b.root(), &gofs.Options{
+	root := b.root()
+	server, err := gofs.Mount(dir, root, &gofs.Options{
 		MountOptions:    mountOpts,
 		EntryTimeout:    &entryTTL,
 		AttrTimeout:     &entryTTL,
 		NegativeTimeout: &negativeTTL,
 		RootStableAttr:  &gofs.StableAttr{Ino: 1},
 	})
+	if err != nil {
+		return nil, err
+	}
+	b.rootInode = root.EmbeddedInode()
+	return server, nil
 }
 
 // binding is what every node of a mount shares.
 type binding struct {
-	ks   *keyspace.FS
-	opts Options
+	ks        *keyspace.FS
+	opts      Options
+	rootInode *gofs.Inode
 }
 
 // root returns the root node: one view's root, or a directory holding both.
@@ -101,6 +112,16 @@ func (b *binding) errno(ctx context.Context, op, path string, err error) syscall
 		return syscall.EINVAL
 	case errors.Is(err, keyspace.ErrCorrupt):
 		return syscall.EIO
+	case errors.Is(err, keyspace.ErrInvalid):
+		return syscall.EINVAL
+	case errors.Is(err, keyspace.ErrPermission):
+		return syscall.EPERM
+	case errors.Is(err, keyspace.ErrReadOnly), errors.Is(err, store.ErrReadOnly):
+		return syscall.EROFS
+	case errors.Is(err, keyspace.ErrExists):
+		return syscall.EEXIST
+	case errors.Is(err, keyspace.ErrTooLarge):
+		return syscall.EFBIG
 	}
 	b.opts.Logger.ErrorContext(ctx, op+" failed", "path", path, "error", err)
 	return syscall.EIO

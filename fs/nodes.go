@@ -4,7 +4,9 @@ import (
 	"context"
 	"iter"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -56,7 +58,7 @@ func (n *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	if e.Dir != nil {
 		child = &dirNode{b: n.b, d: e.Dir}
 	} else {
-		child = &fileNode{b: n.b, f: e.File}
+		child = newFileNode(n.b, e.File)
 	}
 	return n.NewInode(ctx, child, gofs.StableAttr{Mode: mode(e.Attr), Ino: e.Attr.Ino}), 0
 }
@@ -136,15 +138,24 @@ func (s *dirStream) Releasedir(ctx context.Context, _ uint32) {
 	s.mu.Unlock()
 }
 
-// fileNode is a metadata document or a chunk file.
+// fileNode is a metadata document, a chunk file or a temporary file.
 type fileNode struct {
 	gofs.Inode
 	b *binding
-	f *keyspace.File
+	f atomic.Pointer[keyspace.File] // replaced when a temporary file is renamed
 	// version is the shard version the kernel's cached pages came from.
 	mu      sync.Mutex
 	version string
 }
+
+func newFileNode(b *binding, f *keyspace.File) *fileNode {
+	n := &fileNode{b: b}
+	n.f.Store(f)
+	return n
+}
+
+func (n *fileNode) file() *keyspace.File { return n.f.Load() }
+func (n *fileNode) set(f *keyspace.File) { n.f.Store(f) }
 
 var (
 	_ = (gofs.NodeGetattrer)((*fileNode)(nil))
@@ -154,9 +165,14 @@ var (
 )
 
 func (n *fileNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	a, err := n.f.Attr(ctx)
+	if wh, ok := fh.(*writeHandle); ok { // the size is what was written so far
+		n.b.fill(keyspace.Attr{Ino: n.StableAttr().Ino, Size: wh.h.Size(), Mtime: time.Now()}, &out.Attr)
+		return 0
+	}
+	f := n.file()
+	a, err := f.Attr(ctx)
 	if err != nil {
-		return n.b.errno(ctx, "getattr", n.f.Path(), err)
+		return n.b.errno(ctx, "getattr", f.Path(), err)
 	}
 	n.b.fill(a, &out.Attr)
 	return 0
@@ -164,11 +180,15 @@ func (n *fileNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.At
 
 func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
-		return nil, 0, syscall.EROFS
+		if n.b.opts.ReadOnly {
+			return nil, 0, syscall.EROFS
+		}
+		return n.openWrite(ctx, flags)
 	}
-	h, err := n.f.Open(ctx)
+	f := n.file()
+	h, err := f.Open(ctx)
 	if err != nil {
-		return nil, 0, n.b.errno(ctx, "open", n.f.Path(), err)
+		return nil, 0, n.b.errno(ctx, "open", f.Path(), err)
 	}
 	// Keep the kernel's cached pages unless the shard was rewritten since
 	// they were read.
@@ -184,9 +204,9 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 }
 
 func (n *fileNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	xs, err := n.f.Xattrs(ctx)
+	xs, err := n.file().Xattrs(ctx)
 	if err != nil {
-		return 0, n.b.errno(ctx, "getxattr", n.f.Path(), err)
+		return 0, n.b.errno(ctx, "getxattr", n.file().Path(), err)
 	}
 	for _, x := range xs {
 		if x.Name == attr {
@@ -200,9 +220,9 @@ func (n *fileNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint
 }
 
 func (n *fileNode) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
-	xs, err := n.f.Xattrs(ctx)
+	xs, err := n.file().Xattrs(ctx)
 	if err != nil {
-		return 0, n.b.errno(ctx, "listxattr", n.f.Path(), err)
+		return 0, n.b.errno(ctx, "listxattr", n.file().Path(), err)
 	}
 	var names []byte
 	for _, x := range xs {

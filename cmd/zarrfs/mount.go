@@ -17,6 +17,8 @@ import (
 	"github.com/zarrfs/zarrfs/fs/keyspace"
 	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/store"
+	"github.com/zarrfs/zarrfs/zarr/writeback"
+	"golang.org/x/sys/unix"
 )
 
 func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -50,6 +52,10 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err := checkMountpoint(mnt); err != nil {
 		return fail(stderr, err)
 	}
+	if !*readOnly && syscall.Access(storeDir, unix.W_OK) != nil {
+		logger.Warn("the store is not writable: mounting read-only", "store", storeDir)
+		*readOnly = true
+	}
 	s, err := store.OpenDir(storeDir, *readOnly)
 	if err != nil {
 		return fail(stderr, err)
@@ -59,17 +65,37 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return fail(stderr, fmt.Errorf("%s: %w", storeDir, err))
 	}
-	ks := keyspace.New(h, keyspace.Options{V2Separator: *sep, CacheBytes: cacheBytes, Logger: logger})
+	var ks *keyspace.FS
+	var writer *writeback.Writer
+	journals := filepath.Join(storeDir, store.StateDir, "journal")
+	if !*readOnly {
+		// Updates acknowledged by a mount that died go into the shards
+		// before anything is served.
+		if _, err := writeback.Recover(ctx, h, journals, logger); err != nil {
+			return fail(stderr, fmt.Errorf("replaying journals: %w", err))
+		}
+		writer, err = writeback.New(s, journals, writeback.Options{
+			Logger:    logger,
+			Published: func(key string) { ks.ShardPublished(key) },
+		})
+		if err != nil {
+			return fail(stderr, err)
+		}
+	}
+	ks = keyspace.New(h, keyspace.Options{V2Separator: *sep, CacheBytes: cacheBytes, Logger: logger, Writer: writer})
 	defer ks.Close()
 	abs, _ := filepath.Abs(storeDir)
 	server, err := fs.Mount(mnt, ks, fs.Options{
-		Views: views, ReadOnly: true, AllowOther: *allowOther,
+		Views: views, ReadOnly: *readOnly, AllowOther: *allowOther,
 		FsName: "zarrfs:" + abs, Logger: logger, Debug: level <= slog.LevelDebug,
 	})
 	if err != nil {
+		if writer != nil {
+			writer.Close(context.WithoutCancel(ctx))
+		}
 		return fail(stderr, fmt.Errorf("mount %s: %w", mnt, err))
 	}
-	logger.Info("mounted", "store", storeDir, "mountpoint", mnt, "view", *view)
+	logger.Info("mounted", "store", storeDir, "mountpoint", mnt, "view", *view, "read_only", *readOnly)
 	go func() {
 		<-ctx.Done()
 		logger.Info("unmounting", "mountpoint", mnt)
@@ -78,6 +104,12 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 	}()
 	server.Wait()
+	if writer != nil {
+		// Everything written is published before the process ends.
+		if err := writer.Close(context.WithoutCancel(ctx)); err != nil {
+			return fail(stderr, fmt.Errorf("flushing writes: %w", err))
+		}
+	}
 	return 0
 }
 

@@ -36,6 +36,9 @@ type arrayView struct {
 	source *codec.Pipeline
 	target *codec.Pipeline
 	drop   int
+	// chunk and chain are the chunk shape and codecs of the view's grid.
+	chunk []int
+	chain []codec.Metadata
 	// codecs is the view's codec chain, for the user.zarr.codecs xattr.
 	codecs string
 	docs   []doc
@@ -53,6 +56,7 @@ func newArrayView(f *FS, n *zarr.Node, v View) (*arrayView, error) {
 		av.source = av.shard.Inner()
 		av.grid = a.InnerGrid()
 	}
+	av.chunk, av.chain = chunk, chain
 	var err error
 	if v == V3 {
 		av.docs, err = v3ArrayDocs(n, chunk, chain)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -18,10 +19,24 @@ type File struct {
 	fs   *FS
 	view View
 	path string
-	doc  []byte // metadata documents
+	// Metadata documents: the directory and the document's name.
+	node    *vnode
+	docName string
 	// Chunk files: the array and the chunk's coordinates in the view's grid.
 	arr    *arrayView
 	coords []int
+	// Temporary files.
+	temp *tempFile
+}
+
+// doc returns the current content of a metadata document.
+func (f *File) doc() []byte {
+	for _, d := range f.fs.docs(f.node) {
+		if d.name == f.docName {
+			return d.data
+		}
+	}
+	return nil
 }
 
 // Path is the file's path within its view.
@@ -30,13 +45,19 @@ func (f *File) Path() string { return f.path }
 // IsChunk reports whether the file is an inner chunk (or chunk).
 func (f *File) IsChunk() bool { return f.arr != nil }
 
+// IsTemp reports whether the file is a temporary file outside the hierarchy.
+func (f *File) IsTemp() bool { return f.temp != nil }
+
 func (f *File) docAttr() Attr {
-	return Attr{Ino: inode(f.view, f.path), Size: int64(len(f.doc)), Mtime: f.fs.mtime}
+	return Attr{Ino: inode(f.view, f.path), Size: int64(len(f.doc())), Mtime: f.fs.mtime}
 }
 
 // Attr describes the file. For a chunk it consults the shard index; an
 // empty chunk is ErrNotFound.
 func (f *File) Attr(ctx context.Context) (Attr, error) {
+	if f.temp != nil {
+		return f.tempAttr(), nil
+	}
 	if f.arr == nil {
 		return f.docAttr(), nil
 	}
@@ -113,8 +134,15 @@ func (h *Handle) Close() {
 // shard is checked for changes) and a dropped trailing checksum is
 // verified before the bytes are served.
 func (f *File) Open(ctx context.Context) (*Handle, error) {
+	if f.temp != nil {
+		f.temp.mu.Lock()
+		b := slices.Clone(f.temp.data)
+		f.temp.mu.Unlock()
+		return &Handle{data: b, size: int64(len(b))}, nil
+	}
 	if f.arr == nil {
-		return &Handle{data: f.doc, size: int64(len(f.doc))}, nil
+		b := f.doc()
+		return &Handle{data: b, size: int64(len(b))}, nil
 	}
 	for range 3 { // retry when the shard is replaced under us
 		loc, ok, err := f.arr.locate(ctx, f.coords, true)
@@ -130,6 +158,10 @@ func (f *File) Open(ctx context.Context) (*Handle, error) {
 				return nil, err
 			}
 			return &Handle{data: b, size: int64(len(b)), Version: loc.version}, nil
+		}
+		if loc.data != nil { // a pending update, validated when written
+			n := loc.n - int64(f.arr.drop)
+			return &Handle{data: loc.data[:n], size: n, Version: loc.version}, nil
 		}
 		file, release, err := f.fs.files.acquire(ctx, loc.key, loc.version)
 		if errors.Is(err, errStale) {
@@ -149,6 +181,9 @@ func (f *File) Open(ctx context.Context) (*Handle, error) {
 
 // readStored reads a chunk's stored bytes.
 func (f *File) readStored(ctx context.Context, loc location) ([]byte, error) {
+	if loc.data != nil {
+		return loc.data, nil
+	}
 	file, release, err := f.fs.files.acquire(ctx, loc.key, loc.version)
 	if err != nil {
 		return nil, err

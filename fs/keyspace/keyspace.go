@@ -23,6 +23,7 @@ import (
 	"github.com/zarrfs/zarrfs/cache"
 	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/store"
+	"github.com/zarrfs/zarrfs/zarr/writeback"
 )
 
 // View is one key space.
@@ -48,6 +49,15 @@ var (
 	// ErrCorrupt: stored data cannot be served (EIO). Wrapped with the
 	// store key and the reason.
 	ErrCorrupt = errors.New("corrupt data")
+	// ErrInvalid: written bytes are not one valid chunk or document (EINVAL).
+	ErrInvalid = errors.New("invalid content")
+	// ErrPermission: the change is not allowed, such as structural
+	// metadata edits or renaming chunks (EPERM).
+	ErrPermission = errors.New("operation not permitted")
+	// ErrReadOnly: the mount or store does not take writes (EROFS).
+	ErrReadOnly = errors.New("read-only")
+	// ErrExists: the name is taken (EEXIST).
+	ErrExists = errors.New("file exists")
 )
 
 // Options configure an FS.
@@ -62,6 +72,8 @@ type Options struct {
 	Revalidate time.Duration
 	// Logger receives one line per problem (omitted arrays, corrupt shards).
 	Logger *slog.Logger
+	// Writer takes writes; nil makes the views read-only.
+	Writer *writeback.Writer
 }
 
 // FS holds the views of one hierarchy and the caches they share.
@@ -74,6 +86,17 @@ type FS struct {
 	roots  map[View]*Dir
 	mtime  time.Time
 	logged sync.Map // problem -> struct{}: log each problem once
+
+	// arrays maps an array's path to how each view shows it, to find the
+	// aliases of a written chunk.
+	arrays map[string]map[View]*arrayView
+	// vnodes are the directories of group and array nodes by view and path.
+	vnodes map[View]map[string]*vnode
+	// meta guards metadata documents, which attribute writes replace.
+	meta   sync.RWMutex
+	temps  temps
+	notify func(Alias)
+	gens   sync.Map // store key -> *atomic.Uint64, see generation
 }
 
 // New builds the views of h.
@@ -92,9 +115,13 @@ func New(h *zarr.Hierarchy, opts Options) *FS {
 	}
 	f := &FS{
 		h: h, store: h.Store, opts: opts,
-		cache: cache.New(opts.CacheBytes),
-		files: newFileCache(h.Store, 128),
-		mtime: time.Now(),
+		cache:  cache.New(opts.CacheBytes),
+		files:  newFileCache(h.Store, 128),
+		mtime:  time.Now(),
+		arrays: map[string]map[View]*arrayView{},
+		vnodes: map[View]map[string]*vnode{},
+		temps:  temps{files: map[string]*tempFile{}},
+		notify: func(Alias) {},
 	}
 	f.roots = map[View]*Dir{V3: f.buildView(V3), V2: f.buildView(V2)}
 	return f
@@ -105,6 +132,21 @@ func (f *FS) Root(v View) *Dir { return f.roots[v] }
 
 // Cache is the cache of shard indexes and transcoded chunks.
 func (f *FS) Cache() *cache.Cache { return f.cache }
+
+// Writable reports whether the views take writes.
+func (f *FS) Writable() bool { return f.opts.Writer != nil }
+
+// Alias names an entry of a view whose content or existence changed.
+type Alias struct {
+	View View
+	Dir  string // the directory's path in the view
+	Name string
+}
+
+// SetNotifier registers the function told about every entry a write
+// changed (in every view), so kernel caches can be invalidated. It must
+// be set before the views are used.
+func (f *FS) SetNotifier(fn func(Alias)) { f.notify = fn }
 
 // Close releases open shard files.
 func (f *FS) Close() { f.files.close() }

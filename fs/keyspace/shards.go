@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
+	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/zarrfs/zarrfs/codec/sharding"
 	"github.com/zarrfs/zarrfs/zarr/nd"
 	"github.com/zarrfs/zarrfs/zarr/store"
+	"github.com/zarrfs/zarrfs/zarr/writeback"
 )
 
 // errStale: a shard changed between reading its index and opening it.
@@ -25,6 +28,7 @@ type objectState struct {
 	index   *sharding.Index // shards only
 	err     error           // why a shard's index is unusable
 	checked atomic.Int64    // unix nanoseconds of the last stat
+	gen     uint64          // the key's generation when loading began
 }
 
 // size estimates the memory an objectState holds, for the cache's bound.
@@ -42,10 +46,16 @@ func (s *objectState) size() int64 {
 func (av *arrayView) object(ctx context.Context, key string, fresh bool) (*objectState, error) {
 	f := av.fs
 	cacheKey := "obj\x00" + key
-	v, err := f.cache.GetOrLoad(cacheKey, func() (any, int64, error) {
+	load := func() (any, int64, error) {
 		s := av.loadObject(ctx, key)
 		return s, s.size(), nil
-	})
+	}
+	v, err := f.cache.GetOrLoad(cacheKey, load)
+	for err == nil && v.(*objectState).gen != f.generation(key).Load() {
+		// Loaded before this process rewrote the object: load again.
+		f.cache.Remove(cacheKey)
+		v, err = f.cache.GetOrLoad(cacheKey, load)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -69,10 +79,7 @@ func (av *arrayView) object(ctx context.Context, key string, fresh bool) (*objec
 	}
 	// Changed: reload once for all callers.
 	f.cache.Remove(cacheKey)
-	v, err = f.cache.GetOrLoad(cacheKey, func() (any, int64, error) {
-		s := av.loadObject(ctx, key)
-		return s, s.size(), nil
-	})
+	v, err = f.cache.GetOrLoad(cacheKey, load)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +88,7 @@ func (av *arrayView) object(ctx context.Context, key string, fresh bool) (*objec
 
 // loadObject stats a stored object and, for shards, reads its index.
 func (av *arrayView) loadObject(ctx context.Context, key string) *objectState {
-	s := &objectState{key: key}
+	s := &objectState{key: key, gen: av.fs.generation(key).Load()}
 	s.checked.Store(time.Now().UnixNano())
 	if av.shard == nil {
 		info, err := av.fs.store.Stat(ctx, key)
@@ -102,6 +109,19 @@ func (av *arrayView) loadObject(ctx context.Context, key string) *objectState {
 	return s
 }
 
+// generation counts this process's rewrites of a stored object.
+func (f *FS) generation(key string) *atomic.Uint64 {
+	g, _ := f.gens.LoadOrStore(key, new(atomic.Uint64))
+	return g.(*atomic.Uint64)
+}
+
+// ShardPublished drops what is cached about a shard this process just
+// rewrote, before its pending updates leave memory (writeback's Published).
+func (f *FS) ShardPublished(key string) {
+	f.generation(key).Add(1)
+	f.cache.Remove("obj\x00" + key)
+}
+
 func ignoreNotFound(err error) error {
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
@@ -109,12 +129,15 @@ func ignoreNotFound(err error) error {
 	return err
 }
 
-// location is where the stored bytes of one chunk of a view's grid are.
+// location is where the stored bytes of one chunk of a view's grid are:
+// a byte range of a stored object, or, for an update not yet published
+// into its shard, memory (data).
 type location struct {
 	key     string
 	version string
 	mtime   time.Time
 	off, n  int64
+	data    []byte
 }
 
 // locate finds the stored bytes of the chunk at view coordinates; ok is
@@ -122,6 +145,15 @@ type location struct {
 func (av *arrayView) locate(ctx context.Context, coords []int, fresh bool) (loc location, ok bool, err error) {
 	if !nd.Inside(coords, av.grid) {
 		return loc, false, nil
+	}
+	if w := av.fs.opts.Writer; w != nil {
+		if p, pending := w.Lookup(av.a, coords); pending {
+			if p.Deleted {
+				return loc, false, nil
+			}
+			loc = location{version: "pending:" + strconv.FormatUint(p.Seq, 10), mtime: p.Time, n: int64(len(p.Data)), data: p.Data}
+			return loc, true, av.checkTrailer(loc)
+		}
 	}
 	objCoords, local := av.a.InnerChunk(coords)
 	key := av.a.ChunkKey(objCoords)
@@ -141,14 +173,20 @@ func (av *arrayView) locate(ctx context.Context, coords []int, fresh bool) (loc 
 			return loc, false, nil
 		}
 	}
+	return loc, true, av.checkTrailer(loc)
+}
+
+// checkTrailer refuses chunks too short for the checksum the view drops.
+func (av *arrayView) checkTrailer(loc location) error {
 	if loc.n < int64(av.drop) {
-		return loc, false, fmt.Errorf("%w: %s: a chunk of %d bytes cannot end with a %d-byte checksum", ErrCorrupt, key, loc.n, av.drop)
+		return fmt.Errorf("%w: %s: a chunk of %d bytes cannot end with a %d-byte checksum", ErrCorrupt, loc.key, loc.n, av.drop)
 	}
-	return loc, true, nil
+	return nil
 }
 
 // stored yields the view coordinates of every stored chunk whose leading
-// coordinates equal prefix, shard by shard.
+// coordinates equal prefix, shard by shard; pending updates count as stored
+// (puts) or not (deletions).
 func (av *arrayView) stored(ctx context.Context, prefix []int) iter.Seq2[[]int, error] {
 	return func(yield func([]int, error) bool) {
 		per := make([]int, len(av.grid))
@@ -157,6 +195,31 @@ func (av *arrayView) stored(ctx context.Context, prefix []int) iter.Seq2[[]int, 
 		}
 		if av.shard != nil {
 			per = av.shard.Grid()
+		}
+		var pending map[string]writeback.PendingShard
+		if w := av.fs.opts.Writer; w != nil && av.shard != nil {
+			pending = w.PendingShards(av.a)
+		}
+		// emit yields the inner chunks of one object: those stored (unless
+		// deleted) and then those only pending.
+		emit := func(objCoords []int, p writeback.PendingShard, stored func(i int) bool) bool {
+			n := 1
+			if av.shard != nil {
+				n = av.shard.NumChunks()
+			}
+			for _, onlyPending := range []bool{false, true} {
+				for i := 0; i < n; i++ {
+					deleted, isPending := p.Deleted[i]
+					if onlyPending && (!isPending || deleted || stored(i)) || !onlyPending && (!stored(i) || isPending && deleted) {
+						continue
+					}
+					c := av.a.InnerCoords(objCoords, i)
+					if nd.Inside(c, av.grid) && hasPrefix(c, prefix) && !yield(c, nil) {
+						return false
+					}
+				}
+			}
+			return true
 		}
 		for objCoords, err := range av.a.StoredChunks(ctx) {
 			if err != nil {
@@ -167,6 +230,8 @@ func (av *arrayView) stored(ctx context.Context, prefix []int) iter.Seq2[[]int, 
 				continue
 			}
 			key := av.a.ChunkKey(objCoords)
+			p, hasPending := pending[key]
+			delete(pending, key)
 			s, err := av.object(ctx, key, false)
 			if err != nil {
 				if !yield(nil, err) {
@@ -174,22 +239,32 @@ func (av *arrayView) stored(ctx context.Context, prefix []int) iter.Seq2[[]int, 
 				}
 				continue
 			}
-			if s.err != nil || !s.exists {
+			if s.err != nil {
 				continue // logged when loaded; its chunks give EIO on lookup
 			}
-			if s.index == nil {
-				if !yield(objCoords, nil) {
-					return
+			if !s.exists {
+				if hasPending {
+					pending[key] = p // listed with the shards only pending
 				}
 				continue
 			}
-			for i := 0; i < s.index.Len(); i++ {
-				if _, _, ok := s.index.Chunk(i); ok {
-					c := av.a.InnerCoords(objCoords, i)
-					if nd.Inside(c, av.grid) && hasPrefix(c, prefix) && !yield(c, nil) {
-						return
-					}
-				}
+			isStored := func(int) bool { return true }
+			if s.index != nil {
+				isStored = func(i int) bool { _, _, ok := s.index.Chunk(i); return ok }
+			}
+			if !emit(objCoords, p, isStored) {
+				return
+			}
+		}
+		keys := make([]string, 0, len(pending))
+		for key := range pending {
+			keys = append(keys, key)
+		}
+		slices.Sort(keys)
+		for _, key := range keys {
+			p := pending[key]
+			if matchesPrefix(p.Coords, per, prefix) && !emit(p.Coords, p, func(int) bool { return false }) {
+				return
 			}
 		}
 	}

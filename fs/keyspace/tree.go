@@ -14,9 +14,10 @@ import (
 
 // vnode is a group or array directory of a view.
 type vnode struct {
+	node     *zarr.Node
 	children map[string]*vnode
-	names    []string // children, sorted
-	docs     []doc
+	names    []string   // children, sorted
+	docs     []doc      // guarded by FS.meta: attribute writes replace them
 	arr      *arrayView // arrays only
 }
 
@@ -30,12 +31,16 @@ func (f *FS) buildView(v View) *Dir {
 			f.logOnce(ctx, n.Path, "node left out of both views", "error", n.Err)
 			continue
 		}
-		vn := &vnode{children: map[string]*vnode{}}
+		vn := &vnode{node: n, children: map[string]*vnode{}}
 		var err error
 		if n.Array != nil {
 			vn.arr, err = newArrayView(f, n, v)
 			if err == nil {
 				vn.docs = vn.arr.docs
+				if f.arrays[n.Path] == nil {
+					f.arrays[n.Path] = map[View]*arrayView{}
+				}
+				f.arrays[n.Path][v] = vn.arr
 			}
 		} else {
 			vn.docs, err = groupDocs(n, v)
@@ -58,12 +63,13 @@ func (f *FS) buildView(v View) *Dir {
 			}
 		}
 	}
+	f.vnodes[v] = nodes
 	root := nodes[""]
 	if root == nil {
 		root = &vnode{children: map[string]*vnode{}}
 	}
 	if v == V2 && root.arr == nil {
-		if zmeta, err := f.consolidated(nodes); err != nil {
+		if zmeta, err := consolidated(root); err != nil {
 			f.logOnce(ctx, "", "no .zmetadata in the v2 view", "error", err)
 		} else {
 			root.docs = append(root.docs, doc{zarr.ZMetadata, zmeta})
@@ -94,19 +100,30 @@ func groupDocs(n *zarr.Node, v View) ([]doc, error) {
 	return []doc{{zarr.ZGroup, zgroup}, {zarr.ZAttrs, attrs}}, err
 }
 
-// consolidated builds the root .zmetadata of the v2 view from its documents.
-func (f *FS) consolidated(nodes map[string]*vnode) ([]byte, error) {
+// consolidated builds the .zmetadata of the v2 view from the documents of
+// the tree below root (callers hold FS.meta or own the tree).
+func consolidated(root *vnode) ([]byte, error) {
 	c := &meta.Consolidated{}
-	for _, n := range f.h.Nodes() {
-		vn, ok := nodes[n.Path]
-		if !ok {
-			continue
-		}
+	var walk func(path string, vn *vnode)
+	walk = func(path string, vn *vnode) {
 		for _, d := range vn.docs {
-			c.Entries = append(c.Entries, meta.Entry{Key: joinPath(n.Path, d.name), Doc: json.RawMessage(d.data)})
+			if d.name != zarr.ZMetadata {
+				c.Entries = append(c.Entries, meta.Entry{Key: joinPath(path, d.name), Doc: json.RawMessage(d.data)})
+			}
+		}
+		for _, name := range vn.names {
+			walk(joinPath(path, name), vn.children[name])
 		}
 	}
+	walk("", root)
 	return c.Marshal()
+}
+
+// docs returns a directory's metadata documents.
+func (f *FS) docs(vn *vnode) []doc {
+	f.meta.RLock()
+	defer f.meta.RUnlock()
+	return vn.docs
 }
 
 // Dir is a directory of a view: a group or array, or a directory of chunk
@@ -159,10 +176,14 @@ func (av *arrayView) nested() (nested bool, root string) {
 // Lookup resolves a name in the directory.
 func (d *Dir) Lookup(ctx context.Context, name string) (Entry, error) {
 	path := joinPath(d.path, name)
+	if t := d.fs.temps.get(d.view, path); t != nil {
+		f := &File{fs: d.fs, view: d.view, path: path, temp: t}
+		return Entry{Name: name, File: f, Attr: f.tempAttr()}, nil
+	}
 	if d.node != nil {
-		for _, doc := range d.node.docs {
+		for _, doc := range d.fs.docs(d.node) {
 			if doc.name == name {
-				f := &File{fs: d.fs, view: d.view, path: path, doc: doc.data}
+				f := &File{fs: d.fs, view: d.view, path: path, node: d.node, docName: name}
 				return Entry{Name: name, File: f, Attr: f.docAttr()}, nil
 			}
 		}
@@ -197,15 +218,25 @@ func (d *Dir) Lookup(ctx context.Context, name string) (Entry, error) {
 // coordinate, a directory or (for the last axis) a chunk file.
 func (d *Dir) lookupCoordinate(ctx context.Context, name, path string) (Entry, error) {
 	av := d.arr
-	c, err := strconv.Atoi(name)
-	if err != nil || c < 0 || c >= av.grid[d.depth] || strconv.Itoa(c) != name {
-		return Entry{}, ErrNotFound
+	c, err := parseCoordinate(name, av.grid[d.depth])
+	if err != nil {
+		return Entry{}, err
 	}
 	coords := append(slices.Clone(d.prefix), c)
 	if len(coords) == len(av.grid) {
 		return d.chunkFile(ctx, name, path, av, coords)
 	}
 	return d.dirEntry(name, &Dir{fs: d.fs, view: d.view, path: path, arr: av, depth: d.depth + 1, prefix: coords}), nil
+}
+
+// parseCoordinate reads a chunk coordinate below limit, written exactly as
+// keys write it (no sign, no leading zeros).
+func parseCoordinate(name string, limit int) (int, error) {
+	c, err := strconv.Atoi(name)
+	if err != nil || c < 0 || c >= limit || strconv.Itoa(c) != name {
+		return 0, ErrNotFound
+	}
+	return c, nil
 }
 
 func (d *Dir) dirEntry(name string, child *Dir) Entry {
@@ -230,8 +261,13 @@ func (d *Dir) List(ctx context.Context) iter.Seq2[DirEntry, error] {
 		entry := func(name string, dir bool) DirEntry {
 			return DirEntry{Name: name, Dir: dir, Ino: inode(d.view, joinPath(d.path, name))}
 		}
+		for _, name := range d.fs.temps.in(d.view, d.path) {
+			if !yield(entry(name, false), nil) {
+				return
+			}
+		}
 		if d.node != nil {
-			for _, doc := range d.node.docs {
+			for _, doc := range d.fs.docs(d.node) {
 				if !yield(entry(doc.name, false), nil) {
 					return
 				}

@@ -259,7 +259,7 @@ func (d *Dir) ListDir(ctx context.Context, prefix string) iter.Seq2[Entry, error
 			slices.SortFunc(batch, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 			for _, de := range batch {
 				name := de.Name()
-				if hidden(name) {
+				if hidden(dir, name) {
 					continue
 				}
 				isDir := de.IsDir()

@@ -16,6 +16,11 @@ import (
 	"time"
 )
 
+// StateDir is the directory at the root of a store where zarrfs keeps its
+// own state (write journals); it is not part of the hierarchy and listings
+// of the root hide it.
+const StateDir = ".zarrfs"
+
 // Errors returned by stores, wrapped with the key.
 var (
 	ErrNotFound   = errors.New("key not found")

@@ -180,8 +180,8 @@ func TryLock(f *os.File) (bool, error) {
 	return err == nil, err
 }
 
-// hidden reports whether a name is store machinery rather than a key:
-// temporary files of Put and lock files of Update.
-func hidden(name string) bool {
-	return strings.Contains(name, tempMarker) || strings.HasSuffix(name, lockSuffix)
+// hidden reports whether a name in directory dir is store machinery rather
+// than a key: temporary files of Put, lock files of Update, and StateDir.
+func hidden(dir, name string) bool {
+	return strings.Contains(name, tempMarker) || strings.HasSuffix(name, lockSuffix) || dir == "." && name == StateDir
 }

@@ -1,0 +1,231 @@
+package keyspace
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+
+	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/meta"
+	"github.com/zarrfs/zarrfs/zarr/store"
+)
+
+// writeDoc stores a written metadata document. Only attributes may change:
+// a v2 .zattrs, or the attributes of a v3 zarr.json that is otherwise
+// exactly the document the view shows.
+func (f *FS) writeDoc(ctx context.Context, vn *vnode, v View, name string, content []byte) error {
+	n := vn.node
+	var attrs json.RawMessage
+	switch {
+	case v == V2 && name == zarr.ZAttrs:
+		parsed, err := meta.ParseZattrs(content)
+		if err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrInvalid, joinPath(n.Path, name), err)
+		}
+		attrs = withoutDerived(n, parsed)
+	case v == V3 && name == zarr.ZarrJSON:
+		var err error
+		if attrs, err = f.v3Attributes(vn, content); err != nil {
+			f.logOnce(ctx, joinPath(n.Path, name), "metadata edit refused", "error", err)
+			return err
+		}
+	default:
+		f.logOnce(ctx, joinPath(n.Path, name), "metadata edit refused: only attributes are writable")
+		return fmt.Errorf("%w: %s is not writable", ErrPermission, joinPath(n.Path, name))
+	}
+	return f.setAttributes(ctx, n, attrs)
+}
+
+// v3Attributes checks that a written zarr.json differs from the view's
+// document in its attributes only, and returns them.
+func (f *FS) v3Attributes(vn *vnode, content []byte) (json.RawMessage, error) {
+	doc, err := meta.ParseV3(content)
+	if err != nil {
+		return nil, fmt.Errorf("%w: zarr.json: %v", ErrInvalid, err)
+	}
+	var attrs json.RawMessage
+	switch d := doc.(type) {
+	case *meta.ArrayV3:
+		attrs = d.Attributes
+	case *meta.GroupV3:
+		attrs = d.Attributes
+	}
+	// The written document with the view's attributes must be the view's.
+	current := f.docOf(vn, zarr.ZarrJSON)
+	var shown map[string]json.RawMessage
+	if err := json.Unmarshal(current, &shown); err != nil {
+		return nil, err
+	}
+	if err := doc.SetAttributes(shown["attributes"]); err != nil {
+		return nil, err
+	}
+	same, err := doc.Marshal()
+	if err != nil {
+		return nil, fmt.Errorf("%w: zarr.json: %v", ErrInvalid, err)
+	}
+	if !jsonEqual(same, current) {
+		return nil, fmt.Errorf("%w: zarr.json: only attributes are writable; other fields differ from the array's", ErrPermission)
+	}
+	return attrs, nil
+}
+
+func (f *FS) docOf(vn *vnode, name string) []byte {
+	for _, d := range f.docs(vn) {
+		if d.name == name {
+			return d.data
+		}
+	}
+	return nil
+}
+
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
+}
+
+// withoutDerived drops the _ARRAY_DIMENSIONS the v2 view adds from a v3
+// array's dimension_names, so writing .zattrs back does not copy it into
+// the v3 attributes.
+func withoutDerived(n *zarr.Node, attrs json.RawMessage) json.RawMessage {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(attrs, &fields) != nil {
+		return attrs
+	}
+	derived, err := v2Attributes(&zarr.Node{Array: n.Array})
+	var d map[string]json.RawMessage
+	if err != nil || json.Unmarshal(derived, &d) != nil || d["_ARRAY_DIMENSIONS"] == nil {
+		return attrs
+	}
+	if jsonEqual(fields["_ARRAY_DIMENSIONS"], d["_ARRAY_DIMENSIONS"]) {
+		if _, own := jsonFields(n.Attributes)["_ARRAY_DIMENSIONS"]; !own {
+			delete(fields, "_ARRAY_DIMENSIONS")
+		}
+	}
+	out, err := json.Marshal(fields)
+	if err != nil {
+		return attrs
+	}
+	return out
+}
+
+func jsonFields(b json.RawMessage) map[string]json.RawMessage {
+	var m map[string]json.RawMessage
+	json.Unmarshal(b, &m)
+	return m
+}
+
+// setAttributes stores a node's new attributes (under the metadata key's
+// update lock, so concurrent writers elsewhere lose nothing else of the
+// document) and regenerates the views' documents.
+func (f *FS) setAttributes(ctx context.Context, n *zarr.Node, attrs json.RawMessage) error {
+	u, ok := f.store.(store.Updater)
+	if !ok {
+		return ErrReadOnly
+	}
+	var err error
+	switch n.Format {
+	case 3:
+		err = u.Update(ctx, store.Join(n.Path, zarr.ZarrJSON), func(cur store.File) (store.Change, error) {
+			if cur == nil {
+				return store.Change{}, fmt.Errorf("%w: zarr.json disappeared", ErrNotFound)
+			}
+			b := make([]byte, cur.Info().Size)
+			if _, err := cur.ReadAt(b, 0); err != nil {
+				return store.Change{}, err
+			}
+			doc, err := meta.ParseV3(b)
+			if err != nil {
+				return store.Change{}, err
+			}
+			if err := doc.SetAttributes(attrs); err != nil {
+				return store.Change{}, err
+			}
+			out, err := doc.Marshal()
+			return store.Change{Value: out}, err
+		})
+	case 2:
+		var b []byte
+		if b, err = meta.MarshalZattrs(attrs); err == nil {
+			err = f.store.Put(ctx, store.Join(n.Path, zarr.ZAttrs), b)
+		}
+	default:
+		err = fmt.Errorf("%w: /%s is an implicit group: it has no metadata document to hold attributes", ErrPermission, n.Path)
+	}
+	if err != nil {
+		return err
+	}
+	if err := f.applyAttributes(n, attrs); err != nil {
+		return err
+	}
+	f.notify(Alias{View: V3, Dir: n.Path, Name: zarr.ZarrJSON})
+	f.notify(Alias{View: V2, Dir: n.Path, Name: zarr.ZAttrs})
+	f.notify(Alias{View: V2, Dir: "", Name: zarr.ZMetadata})
+	return nil
+}
+
+// applyAttributes updates the in-memory node and rebuilds the documents
+// that show its attributes in both views.
+func (f *FS) applyAttributes(n *zarr.Node, attrs json.RawMessage) error {
+	f.meta.Lock()
+	defer f.meta.Unlock()
+	if bytes.Equal(attrs, []byte("{}")) && n.Attributes == nil {
+		attrs = nil
+	}
+	n.Attributes = attrs
+	if n.GroupV3 != nil {
+		n.GroupV3.SetAttributes(attrs)
+	}
+	if n.Array != nil && n.Array.V3 != nil {
+		n.Array.V3.SetAttributes(attrs)
+	}
+	var errs []error
+	for _, v := range []View{V3, V2} {
+		vn := f.vnodes[v][n.Path]
+		if vn == nil {
+			continue
+		}
+		docs, err := nodeDocs(n, v, vn.arr)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if n.Path == "" && v == V2 {
+			docs = append(docs, doc{zarr.ZMetadata, nil})
+		}
+		vn.docs = docs
+	}
+	if root := f.vnodes[V2][""]; root != nil && root.arr == nil {
+		zmeta, err := consolidated(root)
+		errs = append(errs, err)
+		for i := range root.docs {
+			if root.docs[i].name == zarr.ZMetadata {
+				root.docs[i].data = zmeta
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// nodeDocs returns the metadata documents of a node's directory in a view.
+func nodeDocs(n *zarr.Node, v View, av *arrayView) ([]doc, error) {
+	switch {
+	case av == nil:
+		return groupDocs(n, v)
+	case v == V3:
+		return v3ArrayDocs(n, av.chunk, av.chain)
+	}
+	attrs, err := v2Attributes(n)
+	if err != nil {
+		return nil, err
+	}
+	docs := []doc{}
+	for _, d := range av.docs {
+		if d.name != zarr.ZAttrs {
+			docs = append(docs, d)
+		}
+	}
+	return append(docs, doc{zarr.ZAttrs, attrs}), nil
+}

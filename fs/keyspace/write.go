@@ -1,0 +1,454 @@
+package keyspace
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/zarrfs/zarrfs/codec"
+	"github.com/zarrfs/zarrfs/zarr"
+)
+
+// Bounds on buffered writes, so a runaway writer gets EFBIG rather than
+// exhausting memory.
+const (
+	maxDocSize  = 16 << 20
+	maxTempSize = 1 << 30
+)
+
+// ErrTooLarge: a write goes beyond what the file can hold (EFBIG).
+var ErrTooLarge = fmt.Errorf("file too large")
+
+// tempFile is a file outside the Zarr hierarchy, such as the temporary
+// file zarr-python 2 writes before renaming it onto a chunk name. It lives
+// in memory until it is renamed or removed.
+type tempFile struct {
+	mu    sync.Mutex
+	data  []byte
+	mtime time.Time
+}
+
+// temps holds the temporary files of every view, by view and path.
+type temps struct {
+	mu    sync.Mutex
+	files map[string]*tempFile
+}
+
+func tempKey(v View, p string) string { return v.String() + ":" + p }
+
+func (t *temps) get(v View, p string) *tempFile {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.files[tempKey(v, p)]
+}
+
+// in lists the temporary files directly in a directory, sorted.
+func (t *temps) in(v View, dir string) []string {
+	prefix := tempKey(v, joinPath(dir, ""))
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var names []string
+	for k := range t.files {
+		if rest, ok := strings.CutPrefix(k, prefix); ok && !strings.Contains(rest, "/") {
+			names = append(names, rest)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// WriteHandle is a file open for writing. Chunk and document writes are
+// buffered and committed (validated, then stored) by Commit, which close
+// and fsync call; temporary files are written in place.
+type WriteHandle struct {
+	mu    sync.Mutex
+	file  *File     // the chunk or document written; nil for temp files
+	temp  *tempFile // set for temp files
+	buf   []byte
+	limit int64
+	dirty bool
+	fs    *FS
+}
+
+// OpenWrite opens the file for writing, starting empty when truncate is set
+// (O_TRUNC) and from its current content otherwise.
+func (f *File) OpenWrite(ctx context.Context, truncate bool) (*WriteHandle, error) {
+	if !f.fs.Writable() {
+		return nil, ErrReadOnly
+	}
+	if f.temp != nil {
+		return f.openTemp(truncate), nil
+	}
+	h := &WriteHandle{file: f, fs: f.fs, dirty: truncate}
+	switch {
+	case f.arr != nil:
+		h.limit = f.arr.maxChunkBytes()
+	case f.docName == zarr.ZAttrs || f.docName == zarr.ZarrJSON:
+		h.limit = maxDocSize
+	default:
+		f.fs.logOnce(ctx, f.path, "metadata edit refused: only attributes (.zattrs, zarr.json attributes) are writable")
+		return nil, fmt.Errorf("%w: %s is not writable", ErrPermission, f.path)
+	}
+	if !truncate {
+		r, err := f.Open(ctx)
+		if err != nil {
+			return nil, err
+		}
+		h.buf = make([]byte, r.Size())
+		_, err = r.ReadAt(h.buf, 0)
+		r.Close()
+		if err != nil && err != io.EOF {
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+// WriteAt writes into the buffered content.
+func (h *WriteHandle) WriteAt(p []byte, off int64) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	buf := &h.buf
+	if h.temp != nil {
+		h.temp.mu.Lock()
+		defer h.temp.mu.Unlock()
+		buf = &h.temp.data
+		h.temp.mtime = time.Now()
+	}
+	end := off + int64(len(p))
+	if off < 0 || end > h.limit {
+		return 0, ErrTooLarge
+	}
+	if end > int64(len(*buf)) {
+		*buf = slices.Grow(*buf, int(end)-len(*buf))[:end]
+	}
+	copy((*buf)[off:], p)
+	h.dirty = true
+	return len(p), nil
+}
+
+// ReadAt reads the buffered content.
+func (h *WriteHandle) ReadAt(p []byte, off int64) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	buf := h.buf
+	if h.temp != nil {
+		h.temp.mu.Lock()
+		defer h.temp.mu.Unlock()
+		buf = h.temp.data
+	}
+	if off >= int64(len(buf)) {
+		return 0, io.EOF
+	}
+	return copy(p, buf[off:]), nil
+}
+
+// Truncate sets the content's size.
+func (h *WriteHandle) Truncate(size int64) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if size < 0 || size > h.limit {
+		return ErrTooLarge
+	}
+	buf := &h.buf
+	if h.temp != nil {
+		h.temp.mu.Lock()
+		defer h.temp.mu.Unlock()
+		buf = &h.temp.data
+	}
+	if size <= int64(len(*buf)) {
+		*buf = (*buf)[:size]
+	} else {
+		*buf = append(*buf, make([]byte, size-int64(len(*buf)))...)
+	}
+	h.dirty = true
+	return nil
+}
+
+// Size is the size of the content.
+func (h *WriteHandle) Size() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.temp != nil {
+		h.temp.mu.Lock()
+		defer h.temp.mu.Unlock()
+		return int64(len(h.temp.data))
+	}
+	return int64(len(h.buf))
+}
+
+// Commit validates and stores what was written since the last commit.
+// A rejected write changes nothing in the store and returns ErrInvalid or
+// ErrPermission; the handle keeps its content.
+func (h *WriteHandle) Commit(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.dirty || h.file == nil {
+		return nil
+	}
+	if err := h.file.commit(ctx, h.buf); err != nil {
+		return err
+	}
+	h.dirty = false
+	return nil
+}
+
+// Sync commits and makes every acknowledged write durable on disk.
+func (h *WriteHandle) Sync(ctx context.Context) error {
+	if err := h.Commit(ctx); err != nil {
+		return err
+	}
+	return h.fs.opts.Writer.Sync()
+}
+
+// commit stores new content for a chunk or document.
+func (f *File) commit(ctx context.Context, content []byte) error {
+	if f.arr != nil {
+		return f.arr.commitChunk(ctx, f.path, f.coords, content)
+	}
+	return f.fs.writeDoc(ctx, f.node, f.view, f.docName, content)
+}
+
+// maxChunkBytes bounds what a chunk file may be written with: compressors
+// expand incompressible data only slightly.
+func (av *arrayView) maxChunkBytes() int64 {
+	n := av.source.Spec().DecodedSize()
+	if n < 0 {
+		return int64(codec.MaxVariableSize)
+	}
+	return 2*int64(n) + 1<<20
+}
+
+// commitChunk validates bytes written to a chunk file of the view and
+// stores them as the inner chunk.
+func (av *arrayView) commitChunk(ctx context.Context, filePath string, coords []int, content []byte) error {
+	stored, err := av.toStored(content)
+	if err != nil {
+		av.fs.logOnce(ctx, filePath, "write refused: the bytes are not one inner chunk of this array", "error", err)
+		return fmt.Errorf("%w: %s: %v", ErrInvalid, filePath, err)
+	}
+	if err := av.fs.opts.Writer.Put(ctx, av.a, coords, stored); err != nil {
+		return err
+	}
+	av.fs.chunkChanged(av.a, coords)
+	return nil
+}
+
+// toStored turns bytes in the view's encoding into the stored encoding of
+// the inner chunk, checking that they decode to exactly one inner chunk.
+func (av *arrayView) toStored(b []byte) ([]byte, error) {
+	if av.target != nil {
+		chunk, err := av.target.Decode(b)
+		if err != nil {
+			return nil, err
+		}
+		chunk.Type = av.source.Spec().Type
+		return av.source.Encode(chunk)
+	}
+	stored := b
+	if av.drop == 4 { // the view leaves out a trailing crc32c: add it back
+		stored = binary.LittleEndian.AppendUint32(slices.Clip(b), crc32.Checksum(b, castagnoli))
+	}
+	if _, err := av.source.Decode(stored); err != nil {
+		return nil, err
+	}
+	return stored, nil
+}
+
+// chunkChanged tells the notifier about the chunk's file in every view,
+// and the directories on the way to it, whose listings may have changed.
+func (f *FS) chunkChanged(a *zarr.Array, coords []int) {
+	for v, av := range f.arrays[a.Path] {
+		file := joinPath(a.Path, av.keys.Key(coords))
+		for p := file; p != a.Path && p != "." && p != ""; p = path.Dir(p) {
+			f.notify(Alias{View: v, Dir: parentOf(p), Name: path.Base(p)})
+		}
+	}
+}
+
+func parentOf(p string) string {
+	if d := path.Dir(p); d != "." {
+		return d
+	}
+	return ""
+}
+
+// chunkAt returns the coordinates of the chunk file name would be in this
+// directory, whether or not it is stored; ok is false for other names.
+func (d *Dir) chunkAt(name string) (av *arrayView, coords []int, ok bool) {
+	av = d.arr
+	if d.node != nil {
+		av = d.node.arr
+	}
+	if av == nil {
+		return nil, nil, false
+	}
+	nested, root := av.nested()
+	switch {
+	case d.node != nil && !nested:
+		c, ok := av.keys.Parse(name, len(av.grid))
+		return av, c, ok && insideGrid(c, av.grid)
+	case d.node != nil && root != "":
+		return nil, nil, false // only the key directory is here
+	}
+	depth := max(d.depth, 0)
+	if depth != len(av.grid)-1 {
+		return nil, nil, false
+	}
+	c, err := parseCoordinate(name, av.grid[depth])
+	if err != nil {
+		return nil, nil, false
+	}
+	return av, append(slices.Clone(d.prefix), c), true
+}
+
+func insideGrid(c, grid []int) bool {
+	for i := range c {
+		if c[i] < 0 || c[i] >= grid[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Create creates a file for writing: a chunk (committed on close), or a
+// temporary file for any name that is not a chunk or document.
+func (d *Dir) Create(ctx context.Context, name string, exclusive bool) (Entry, *WriteHandle, error) {
+	if !d.fs.Writable() {
+		return Entry{}, nil, ErrReadOnly
+	}
+	p := joinPath(d.path, name)
+	if av, coords, ok := d.chunkAt(name); ok {
+		f := &File{fs: d.fs, view: d.view, path: p, arr: av, coords: coords}
+		if _, found, _ := av.locate(ctx, coords, false); found && exclusive {
+			return Entry{}, nil, ErrExists
+		}
+		h := &WriteHandle{file: f, fs: d.fs, dirty: true, limit: av.maxChunkBytes()}
+		return Entry{Name: name, File: f, Attr: Attr{Ino: inode(d.view, p), Mtime: time.Now()}}, h, nil
+	}
+	if e, err := d.Lookup(ctx, name); err == nil {
+		if exclusive || e.Dir != nil || e.File.temp == nil {
+			return Entry{}, nil, ErrExists
+		}
+	}
+	t := &tempFile{mtime: time.Now()}
+	d.fs.temps.mu.Lock()
+	d.fs.temps.files[tempKey(d.view, p)] = t
+	d.fs.temps.mu.Unlock()
+	f := &File{fs: d.fs, view: d.view, path: p, temp: t}
+	return Entry{Name: name, File: f, Attr: f.tempAttr()}, &WriteHandle{temp: t, fs: d.fs, limit: maxTempSize}, nil
+}
+
+// Unlink removes a temporary file, or empties a chunk (its inner chunk is
+// deleted; a shard left without chunks is deleted).
+func (d *Dir) Unlink(ctx context.Context, name string) error {
+	if !d.fs.Writable() {
+		return ErrReadOnly
+	}
+	p := joinPath(d.path, name)
+	if d.fs.temps.remove(d.view, p) {
+		return nil
+	}
+	av, coords, ok := d.chunkAt(name)
+	if !ok {
+		if _, err := d.Lookup(ctx, name); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: %s is not a chunk", ErrPermission, p)
+	}
+	if _, found, err := av.locate(ctx, coords, true); err != nil || !found {
+		if err == nil {
+			err = ErrNotFound
+		}
+		return err
+	}
+	if err := d.fs.opts.Writer.Delete(ctx, av.a, coords); err != nil {
+		return err
+	}
+	d.fs.chunkChanged(av.a, coords)
+	return nil
+}
+
+func (t *temps) remove(v View, p string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := tempKey(v, p)
+	_, ok := t.files[k]
+	delete(t.files, k)
+	return ok
+}
+
+// Rename moves a temporary file: onto a chunk name it commits the content
+// as that chunk, onto a document name it writes the document, onto any
+// other name it just moves. Chunks and documents themselves cannot be
+// renamed.
+func (d *Dir) Rename(ctx context.Context, name string, to *Dir, newName string) error {
+	if !d.fs.Writable() {
+		return ErrReadOnly
+	}
+	if to.view != d.view {
+		return fmt.Errorf("%w: rename across views", ErrPermission)
+	}
+	src := joinPath(d.path, name)
+	t := d.fs.temps.get(d.view, src)
+	if t == nil {
+		if _, err := d.Lookup(ctx, name); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: only temporary files can be renamed, not %s", ErrPermission, src)
+	}
+	t.mu.Lock()
+	content := slices.Clone(t.data)
+	t.mu.Unlock()
+	dst := joinPath(to.path, newName)
+	if av, coords, ok := to.chunkAt(newName); ok {
+		if err := av.commitChunk(ctx, dst, coords, content); err != nil {
+			return err
+		}
+	} else if e, err := to.Lookup(ctx, newName); err == nil && e.File != nil && e.File.temp == nil && e.File.arr == nil {
+		if err := d.fs.writeDoc(ctx, e.File.node, to.view, newName, content); err != nil {
+			return err
+		}
+	} else if err == nil && e.Dir != nil {
+		return fmt.Errorf("%w: %s is a directory", ErrExists, dst)
+	} else {
+		d.fs.temps.mu.Lock()
+		d.fs.temps.files[tempKey(to.view, dst)] = t
+		d.fs.temps.mu.Unlock()
+	}
+	d.fs.temps.remove(d.view, src)
+	return nil
+}
+
+// Mkdir succeeds for nothing: chunk key directories always exist.
+func (d *Dir) Mkdir(ctx context.Context, name string) error {
+	if !d.fs.Writable() {
+		return ErrReadOnly
+	}
+	if e, err := d.Lookup(ctx, name); err == nil && e.Dir != nil {
+		return ErrExists
+	}
+	return fmt.Errorf("%w: directories of a view follow the hierarchy", ErrPermission)
+}
+
+func (f *File) tempAttr() Attr {
+	f.temp.mu.Lock()
+	defer f.temp.mu.Unlock()
+	return Attr{Ino: inode(f.view, f.path), Size: int64(len(f.temp.data)), Mtime: f.temp.mtime}
+}
+
+// openTemp opens a temporary file for reading and writing.
+func (f *File) openTemp(truncate bool) *WriteHandle {
+	h := &WriteHandle{temp: f.temp, fs: f.fs, limit: maxTempSize}
+	if truncate {
+		h.Truncate(0)
+	}
+	return h
+}

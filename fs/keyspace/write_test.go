@@ -1,0 +1,335 @@
+package keyspace_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/zarrfs/zarrfs/fs/keyspace"
+	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/store"
+	"github.com/zarrfs/zarrfs/zarr/writeback"
+	"github.com/zarrfs/zarrfs/zarr/zarrtest"
+)
+
+// writableFS opens a generated v3 store with a writer and returns the FS,
+// the writer and the store directory.
+func writableFS(t *testing.T) (*keyspace.FS, *writeback.Writer, string) {
+	t.Helper()
+	dir := t.TempDir()
+	zarrtest.WriteV3Store(t, dir)
+	s, err := store.OpenDir(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	h, err := zarr.Open(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f *keyspace.FS
+	w, err := writeback.New(s, filepath.Join(dir, store.StateDir, "journal"), writeback.Options{Published: func(k string) { f.ShardPublished(k) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f = keyspace.New(h, keyspace.Options{Writer: w})
+	t.Cleanup(f.Close)
+	t.Cleanup(func() { w.Close(context.Background()) })
+	return f, w, dir
+}
+
+func readFile(t *testing.T, d *keyspace.Dir, name string) []byte {
+	t.Helper()
+	e, err := d.Lookup(context.Background(), name)
+	if err != nil {
+		t.Fatalf("lookup %s/%s: %v", d, name, err)
+	}
+	h, err := e.File.Open(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	b, err := io.ReadAll(io.NewSectionReader(h, 0, h.Size()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func listNames(t *testing.T, d *keyspace.Dir) []string {
+	t.Helper()
+	var names []string
+	for e, err := range d.List(context.Background()) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, e.Name)
+	}
+	return names
+}
+
+// TestWriteChunkInBothViews writes inner chunks through one view and reads
+// them through the other, before and after they reach the shard.
+func TestWriteChunkInBothViews(t *testing.T) {
+	f, w, dir := writableFS(t)
+	ctx := context.Background()
+	// int16_dotkeys: 8x8 in 4x4 shards of 2x2 inner chunks, keys c.i.j.
+	v3 := lookupDir(t, f.Root(keyspace.V3), "int16_dotkeys")
+	v2 := lookupDir(t, f.Root(keyspace.V2), "int16_dotkeys")
+	donor := readFile(t, v3, "c.1.1")
+	// c.0.0 is empty (the pattern leaves the first inner chunk empty).
+	if _, err := v3.Lookup(ctx, "c.0.0"); !errors.Is(err, keyspace.ErrNotFound) {
+		t.Fatalf("c.0.0 before the write: %v", err)
+	}
+	e, h, err := v3.Create(ctx, "c.0.0", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.WriteAt(donor, 0)
+	if err := h.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if e.File.Path() != "int16_dotkeys/c.0.0" {
+		t.Fatalf("path %q", e.File.Path())
+	}
+	if got := readFile(t, v2, "0.0"); !bytes.Equal(got, donor) {
+		t.Fatal("the v2 alias does not show the pending write")
+	}
+	if !slices.Contains(listNames(t, v2), "0.0") {
+		t.Fatal("the v2 listing lacks the pending chunk")
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFile(t, v2, "0.0"); !bytes.Equal(got, donor) {
+		t.Fatal("the v2 alias does not show the published write")
+	}
+	// A fresh hierarchy (another reader of the store) sees it too.
+	s, _ := store.OpenDir(dir, true)
+	defer s.Close()
+	h2, _ := zarr.Open(ctx, s)
+	n, _ := h2.Node("int16_dotkeys")
+	c, err := n.Array.ReadRegion(ctx, []int{0, 0}, []int{2, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := n.Array.ReadRegion(ctx, []int{2, 2}, []int{2, 2})
+	if !bytes.Equal(c.Data, d.Data) {
+		t.Fatal("the store does not hold the written chunk")
+	}
+	// Unlink empties it in both views.
+	if err := v2.Unlink(ctx, "0.0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v3.Lookup(ctx, "c.0.0"); !errors.Is(err, keyspace.ErrNotFound) {
+		t.Fatalf("c.0.0 after unlink through v2: %v", err)
+	}
+}
+
+// TestTempRenameCommits does what zarr-python 2's DirectoryStore does:
+// write a temporary file, then rename it onto the chunk name.
+func TestTempRenameCommits(t *testing.T) {
+	f, w, _ := writableFS(t)
+	ctx := context.Background()
+	v2 := lookupDir(t, f.Root(keyspace.V2), "uint16_zstd_end")
+	donor := readFile(t, v2, "1.1")
+	tmp := ".0.0.123abc.partial"
+	_, h, err := v2.Create(ctx, tmp, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.WriteAt(donor, 0)
+	if err := h.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(listNames(t, v2), tmp) {
+		t.Fatal("the temporary file is not listed")
+	}
+	if err := v2.Rename(ctx, tmp, v2, "0.0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v2.Lookup(ctx, tmp); !errors.Is(err, keyspace.ErrNotFound) {
+		t.Fatalf("the temporary file survived the rename: %v", err)
+	}
+	if got := readFile(t, v2, "0.0"); !bytes.Equal(got, donor) {
+		t.Fatal("rename did not commit the chunk")
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRejectedWritesChangeNothing writes garbage, wrong sizes and truncated
+// compressed data; every commit fails with ErrInvalid and the store is
+// byte-for-byte unchanged.
+func TestRejectedWritesChangeNothing(t *testing.T) {
+	f, w, dir := writableFS(t)
+	ctx := context.Background()
+	before := snapshot(t, dir)
+	for _, tc := range []struct{ array, name string }{
+		{"uint16_zstd_end", "c/1/1"},         // zstd
+		{"int16_dotkeys", "c.1.1"},           // uncompressed: fixed size
+		{"complex64_crc", "c/1"},             // crc32c inner chunks
+		{"float32_bigendian", "c/2"},         // big-endian bytes, crc32c
+		{"group/float16_unsharded", "c/1/1"}, // unsharded gzip
+	} {
+		d := f.Root(keyspace.V3)
+		for _, part := range strings.Split(tc.array, "/") {
+			d = lookupDir(t, d, part)
+		}
+		file := tc.name
+		for strings.Contains(file, "/") {
+			var dirName string
+			dirName, file, _ = strings.Cut(file, "/")
+			d = lookupDir(t, d, dirName)
+		}
+		good := readFile(t, d, file)
+		for label, bad := range map[string][]byte{
+			"garbage":   bytes.Repeat([]byte{0xde, 0xad}, len(good)/2+1),
+			"too short": good[:len(good)/2],
+			"too long":  append(slices.Clone(good), 0),
+			"empty":     {},
+		} {
+			e, err := d.Lookup(ctx, file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := e.File.OpenWrite(ctx, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.WriteAt(bad, 0)
+			if err := h.Commit(ctx); !errors.Is(err, keyspace.ErrInvalid) {
+				t.Errorf("%s/%s %s: commit = %v, want ErrInvalid", tc.array, tc.name, label, err)
+			}
+			if got := readFile(t, d, file); !bytes.Equal(got, good) {
+				t.Errorf("%s/%s %s: the rejected write is visible", tc.array, tc.name, label)
+			}
+		}
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := snapshot(t, dir); !maps(before, after) {
+		t.Fatal("rejected writes changed the store")
+	}
+}
+
+// snapshot reads every file of the store except zarrfs's own state.
+func snapshot(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		if info.IsDir() && info.Name() == store.StateDir {
+			return filepath.SkipDir
+		}
+		if !info.IsDir() {
+			b, _ := os.ReadFile(p)
+			out[p] = string(b)
+		}
+		return nil
+	})
+	return out
+}
+
+func maps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func TestAttributeWrites(t *testing.T) {
+	f, _, dir := writableFS(t)
+	ctx := context.Background()
+	v2 := lookupDir(t, f.Root(keyspace.V2), "uint16_zstd_end")
+	v3 := lookupDir(t, f.Root(keyspace.V3), "uint16_zstd_end")
+	commit := func(d *keyspace.Dir, name string, content string) error {
+		e, err := d.Lookup(ctx, name)
+		if err != nil {
+			return err
+		}
+		h, err := e.File.OpenWrite(ctx, true)
+		if err != nil {
+			return err
+		}
+		h.WriteAt([]byte(content), 0)
+		return h.Commit(ctx)
+	}
+	if err := commit(v2, ".zattrs", `{"units": "mm", "scale": [1, 2]}`); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Attributes map[string]any `json:"attributes"`
+	}
+	json.Unmarshal(readFile(t, v3, "zarr.json"), &doc)
+	if doc.Attributes["units"] != "mm" {
+		t.Fatalf("v3 zarr.json after a v2 .zattrs write: %v", doc.Attributes)
+	}
+	stored, _ := os.ReadFile(filepath.Join(dir, "uint16_zstd_end", "zarr.json"))
+	if !bytes.Contains(stored, []byte(`"units": "mm"`)) && !bytes.Contains(stored, []byte(`"units":"mm"`)) {
+		t.Fatalf("the store's zarr.json lacks the attribute:\n%s", stored)
+	}
+	zmeta := readFile(t, f.Root(keyspace.V2), ".zmetadata")
+	if !bytes.Contains(zmeta, []byte(`"units"`)) {
+		t.Fatal(".zmetadata does not show the new attributes")
+	}
+	// Attributes through zarr.json in the v3 view.
+	cur := readFile(t, v3, "zarr.json")
+	edited := strings.Replace(string(cur), `"units": "mm"`, `"units": "um"`, 1)
+	if err := commit(v3, "zarr.json", edited); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(readFile(t, v2, ".zattrs"), []byte(`"um"`)) {
+		t.Fatal("the v2 .zattrs does not show the v3 attribute edit")
+	}
+	// Structural edits are refused.
+	structural := strings.Replace(edited, `"shape": [`, `"shape": [1, `, 1)
+	if err := commit(v3, "zarr.json", structural); !errors.Is(err, keyspace.ErrPermission) && !errors.Is(err, keyspace.ErrInvalid) {
+		t.Fatalf("a shape edit through zarr.json: %v, want ErrPermission", err)
+	}
+	if _, err := lookupFile(t, v2, ".zarray").OpenWrite(ctx, true); !errors.Is(err, keyspace.ErrPermission) {
+		t.Fatalf("opening .zarray for writing: %v, want ErrPermission", err)
+	}
+	if err := commit(v2, ".zattrs", `[1, 2]`); !errors.Is(err, keyspace.ErrInvalid) {
+		t.Fatalf("a .zattrs that is not an object: %v, want ErrInvalid", err)
+	}
+}
+
+func lookupFile(t *testing.T, d *keyspace.Dir, name string) *keyspace.File {
+	t.Helper()
+	e, err := d.Lookup(context.Background(), name)
+	if err != nil || e.File == nil {
+		t.Fatalf("lookup %s/%s: %v", d, name, err)
+	}
+	return e.File
+}
+
+func TestReadOnlyRefusesWrites(t *testing.T) {
+	dir := t.TempDir()
+	zarrtest.WriteV3Store(t, dir)
+	f := openFS(t, dir, keyspace.Options{})
+	ctx := context.Background()
+	v2 := lookupDir(t, f.Root(keyspace.V2), "uint16_zstd_end")
+	if _, _, err := v2.Create(ctx, "0.0", false); !errors.Is(err, keyspace.ErrReadOnly) {
+		t.Fatalf("Create on a read-only FS: %v", err)
+	}
+	if err := v2.Unlink(ctx, "1.1"); !errors.Is(err, keyspace.ErrReadOnly) {
+		t.Fatalf("Unlink on a read-only FS: %v", err)
+	}
+}

@@ -1,0 +1,166 @@
+package fs
+
+import (
+	"context"
+	"strings"
+	"syscall"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/zarrfs/zarrfs/fs/keyspace"
+)
+
+var (
+	_ = (gofs.NodeCreater)((*dirNode)(nil))
+	_ = (gofs.NodeUnlinker)((*dirNode)(nil))
+	_ = (gofs.NodeRenamer)((*dirNode)(nil))
+	_ = (gofs.NodeMkdirer)((*dirNode)(nil))
+	_ = (gofs.NodeSetattrer)((*fileNode)(nil))
+)
+
+func (n *dirNode) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
+	e, h, err := n.d.Create(ctx, name, flags&syscall.O_EXCL != 0)
+	if err != nil {
+		return nil, nil, 0, n.b.errno(ctx, "create", n.d.Path()+"/"+name, err)
+	}
+	n.b.fill(e.Attr, &out.Attr)
+	child := n.NewInode(ctx, newFileNode(n.b, e.File), gofs.StableAttr{Mode: syscall.S_IFREG, Ino: e.Attr.Ino})
+	return child, &writeHandle{b: n.b, h: h, path: e.File.Path()}, fuse.FOPEN_DIRECT_IO, 0
+}
+
+func (n *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
+	return n.b.errno(ctx, "unlink", n.d.Path()+"/"+name, n.d.Unlink(ctx, name))
+}
+
+func (n *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	to, ok := newParent.(*dirNode)
+	if !ok || flags != 0 {
+		return syscall.EXDEV
+	}
+	if err := n.d.Rename(ctx, name, to.d, newName); err != nil {
+		return n.b.errno(ctx, "rename", n.d.Path()+"/"+name, err)
+	}
+	// The renamed node now stands for what it became (a chunk or a
+	// document); later lookups of the name find that directly.
+	if child := n.GetChild(name); child != nil {
+		if fn, ok := child.Operations().(*fileNode); ok {
+			if e, err := to.d.Lookup(ctx, newName); err == nil && e.File != nil {
+				fn.set(e.File)
+			}
+		}
+	}
+	return 0
+}
+
+func (n *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	return nil, n.b.errno(ctx, "mkdir", n.d.Path()+"/"+name, n.d.Mkdir(ctx, name))
+}
+
+// openWrite opens a file for writing (called by fileNode.Open).
+func (n *fileNode) openWrite(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	f := n.file()
+	h, err := f.OpenWrite(ctx, flags&syscall.O_TRUNC != 0)
+	if err != nil {
+		return nil, 0, n.b.errno(ctx, "open", f.Path(), err)
+	}
+	// Writes bypass the page cache: what a file holds is decided at commit.
+	return &writeHandle{b: n.b, h: h, path: f.Path()}, fuse.FOPEN_DIRECT_IO, 0
+}
+
+func (n *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	f := n.file()
+	if size, ok := in.GetSize(); ok {
+		wh, isWrite := fh.(*writeHandle)
+		if !isWrite { // truncate(2) by path: open, truncate, commit
+			h, err := f.OpenWrite(ctx, false)
+			if err != nil {
+				return n.b.errno(ctx, "truncate", f.Path(), err)
+			}
+			wh = &writeHandle{b: n.b, h: h, path: f.Path()}
+			defer func() {
+				if errno := wh.Flush(ctx); errno != 0 && out != nil {
+					out.Size = 0
+				}
+			}()
+		}
+		if err := wh.h.Truncate(int64(size)); err != nil {
+			return n.b.errno(ctx, "truncate", f.Path(), err)
+		}
+	}
+	// Modes, owners and times are not stored; accept them so cp -p and
+	// tar work, and report the file as it is.
+	return n.Getattr(ctx, fh, out)
+}
+
+// writeHandle is a file open for writing.
+type writeHandle struct {
+	b    *binding
+	h    *keyspace.WriteHandle
+	path string
+}
+
+var (
+	_ = (gofs.FileWriter)((*writeHandle)(nil))
+	_ = (gofs.FileReader)((*writeHandle)(nil))
+	_ = (gofs.FileFlusher)((*writeHandle)(nil))
+	_ = (gofs.FileFsyncer)((*writeHandle)(nil))
+)
+
+func (w *writeHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	n, err := w.h.WriteAt(data, off)
+	if err != nil {
+		return 0, w.b.errno(ctx, "write", w.path, err)
+	}
+	return uint32(n), 0
+}
+
+func (w *writeHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	n, _ := w.h.ReadAt(dest, off)
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+// Flush commits on close(2); its error is close's, so a rejected chunk
+// fails the close and changes nothing.
+func (w *writeHandle) Flush(ctx context.Context) syscall.Errno {
+	return w.b.errno(ctx, "commit", w.path, w.h.Commit(ctx))
+}
+
+func (w *writeHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	return w.b.errno(ctx, "fsync", w.path, w.h.Sync(ctx))
+}
+
+// notify invalidates what the kernel caches about an entry a write changed:
+// its name (positive or negative) and, if the kernel knows the file, its
+// attributes and pages. It runs asynchronously: notifying from inside a
+// FUSE request for the same directory would deadlock on the kernel's
+// directory lock.
+func (b *binding) notify(a keyspace.Alias) {
+	go func() {
+		dir := b.viewRoot(a.View)
+		for part := range strings.SplitSeq(a.Dir, "/") {
+			if dir == nil || part == "" {
+				continue
+			}
+			dir = dir.GetChild(part)
+		}
+		if dir == nil {
+			return // the kernel has not seen the directory: nothing is cached
+		}
+		dir.NotifyEntry(a.Name)
+		if child := dir.GetChild(a.Name); child != nil {
+			child.NotifyContent(0, 0)
+		}
+	}()
+}
+
+// viewRoot is the inode of a view's root directory.
+func (b *binding) viewRoot(v keyspace.View) *gofs.Inode {
+	if b.rootInode == nil {
+		return nil
+	}
+	if len(b.opts.Views) == 1 {
+		return b.rootInode
+	}
+	return b.rootInode.GetChild(v.String())
+}
