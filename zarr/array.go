@@ -87,6 +87,9 @@ func (a *Array) build(fill []byte) error {
 	return nil
 }
 
+// Store is the store the array lives in.
+func (a *Array) Store() store.Store { return a.store }
+
 // Spec is the spec of one chunk of the chunk grid.
 func (a *Array) Spec() codec.Spec { return a.spec }
 

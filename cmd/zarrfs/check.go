@@ -17,7 +17,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if code, ok := parse(fs, args, 1, 2); !ok {
 		return code
 	}
-	nodes, err := openNodes(ctx, fs.Arg(0), fs.Arg(1))
+	nodes, err := openNodes(ctx, fs.Arg(0), fs.Arg(1), true)
 	if err != nil {
 		return fail(stderr, err)
 	}

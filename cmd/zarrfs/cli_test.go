@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/zarrtest"
 )
 
@@ -156,5 +158,37 @@ func writeFile(t *testing.T, path string, b []byte) {
 	t.Helper()
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestCompactReclaimsDeadSpace(t *testing.T) {
+	dir := t.TempDir()
+	arrays := zarrtest.WriteV3Store(t, dir)
+	shard := filepath.Join(dir, "uint16_scrambled", "c", "0", "0")
+	before := len(readFile(t, shard))
+	code, out, errs := runCLI(t, "compact", dir, "uint16_scrambled")
+	if code != 0 || !strings.Contains(out, "compacted 3 of 3 shards") {
+		t.Fatalf("compact exited %d: %s%s", code, out, errs)
+	}
+	if after := len(readFile(t, shard)); after >= before {
+		t.Fatalf("shard is %d bytes after compaction, %d before", after, before)
+	}
+	if code, out, _ := runCLI(t, "compact", dir); code != 0 || !strings.Contains(out, "compacted 0 of") {
+		t.Fatalf("second compact: exit %d\n%s", code, out)
+	}
+	if code, out, _ := runCLI(t, "check", dir); code != 0 {
+		t.Fatalf("check after compact: exit %d\n%s", code, out)
+	}
+	for _, g := range arrays {
+		if g.Path != "uint16_scrambled" {
+			continue
+		}
+		s, _ := store.OpenDir(dir, true)
+		defer s.Close()
+		h, _ := zarr.Open(context.Background(), s)
+		n, _ := h.Node(g.Path)
+		if got, err := zarrtest.DigestArray(context.Background(), n.Array); err != nil || got != g.Digest {
+			t.Fatalf("content changed by compaction: %s, %v", got, err)
+		}
 	}
 }

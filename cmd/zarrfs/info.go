@@ -48,7 +48,7 @@ func runInfo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if code, ok := parse(fs, args, 1, 2); !ok {
 		return code
 	}
-	nodes, err := openNodes(ctx, fs.Arg(0), fs.Arg(1))
+	nodes, err := openNodes(ctx, fs.Arg(0), fs.Arg(1), true)
 	if err != nil {
 		return fail(stderr, err)
 	}
@@ -67,9 +67,9 @@ func runInfo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// openNodes opens the store read-only and returns the nodes at and below path.
-func openNodes(ctx context.Context, dir, path string) ([]*zarr.Node, error) {
-	s, err := store.OpenDir(dir, true)
+// openNodes opens the store and returns the nodes at and below path.
+func openNodes(ctx context.Context, dir, path string, readOnly bool) ([]*zarr.Node, error) {
+	s, err := store.OpenDir(dir, readOnly)
 	if err != nil {
 		return nil, err
 	}

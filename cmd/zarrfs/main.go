@@ -20,6 +20,7 @@ Usage:
   zarrfs umount MOUNTPOINT                unmount a zarrfs mount
   zarrfs info [--json] STORE [PATH]       show the hierarchy: shapes, types, shards, codecs, stored chunks
   zarrfs check STORE [PATH]               verify every shard; exit 1 naming each broken one
+  zarrfs compact STORE [PATH]             rewrite shards holding dead space densely
   zarrfs demo DIR                         write a sample sharded store to DIR/store
 
 Run 'zarrfs COMMAND -h' for a command's flags.
@@ -29,11 +30,12 @@ Run 'zarrfs COMMAND -h' for a command's flags.
 type command func(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 var commands = map[string]command{
-	"info":   runInfo,
-	"check":  runCheck,
-	"demo":   runDemo,
-	"mount":  runMount,
-	"umount": runUmount,
+	"info":    runInfo,
+	"check":   runCheck,
+	"compact": runCompact,
+	"demo":    runDemo,
+	"mount":   runMount,
+	"umount":  runUmount,
 }
 
 func main() {

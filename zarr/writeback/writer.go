@@ -401,34 +401,41 @@ func applyShard(ctx context.Context, u store.Updater, a *zarr.Array, key string,
 		if patches, ok := inPlace(sh, ix, updates); ok {
 			return store.Change{Patches: patches}, nil
 		}
-		chunks := make([][]byte, sh.NumChunks())
-		for i := range chunks {
-			if up, ok := updates[i]; ok {
-				if !up.deleted {
-					chunks[i] = up.data
-				}
-				continue
-			}
-			if ix == nil {
-				continue
-			}
-			b, _, err := sh.ReadChunk(cur, ix, i)
-			if err != nil {
-				return store.Change{}, err
-			}
-			chunks[i] = b
-		}
-		value, err := sh.EncodeShard(chunks)
-		switch {
-		case err != nil:
-			return store.Change{}, err
-		case value == nil && cur == nil:
-			return store.Change{}, nil
-		case value == nil:
-			return store.Change{Delete: true}, nil
-		}
-		return store.Change{Value: value}, nil
+		return rebuild(sh, cur, ix, updates)
 	})
+}
+
+// rebuild writes a shard densely from the stored inner chunks of cur (ix
+// is its index, nil for none) with updates applied: the new value, or a
+// deletion when no chunk is left.
+func rebuild(sh *sharding.Codec, cur store.File, ix *sharding.Index, updates map[int]update) (store.Change, error) {
+	chunks := make([][]byte, sh.NumChunks())
+	for i := range chunks {
+		if up, ok := updates[i]; ok {
+			if !up.deleted {
+				chunks[i] = up.data
+			}
+			continue
+		}
+		if ix == nil {
+			continue
+		}
+		b, _, err := sh.ReadChunk(cur, ix, i)
+		if err != nil {
+			return store.Change{}, err
+		}
+		chunks[i] = b
+	}
+	value, err := sh.EncodeShard(chunks)
+	switch {
+	case err != nil:
+		return store.Change{}, err
+	case value == nil && cur == nil:
+		return store.Change{}, nil
+	case value == nil:
+		return store.Change{Delete: true}, nil
+	}
+	return store.Change{Value: value}, nil
 }
 
 // inPlace returns the patches that apply updates without moving anything:

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/zarrfs/zarrfs/zarr/writeback"
+)
+
+func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("compact", "STORE [PATH]", stderr)
+	if code, ok := parse(fs, args, 1, 2); !ok {
+		return code
+	}
+	nodes, err := openNodes(ctx, fs.Arg(0), fs.Arg(1), false)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	var shards, compacted int
+	var reclaimed int64
+	failed := false
+	for _, n := range nodes {
+		if n.Array == nil || n.Array.Sharding() == nil {
+			continue
+		}
+		for coords, err := range n.Array.StoredChunks(ctx) {
+			if err != nil {
+				return fail(stderr, err)
+			}
+			shards++
+			r, err := writeback.Compact(ctx, n.Array, coords)
+			if err != nil {
+				fmt.Fprintf(stdout, "SKIPPED %s: %v\n", n.Array.ChunkKey(coords), err)
+				failed = true
+				continue
+			}
+			if r > 0 {
+				compacted++
+				reclaimed += r
+			}
+		}
+	}
+	fmt.Fprintf(stdout, "compacted %d of %d shards, reclaimed %s\n", compacted, shards, humanBytes(reclaimed))
+	if failed {
+		return 1
+	}
+	return 0
+}
