@@ -15,12 +15,14 @@
 package codec
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/zarrfs/zarrfs/zarr/dtype"
+	"github.com/zarrfs/zarrfs/zarr/nd"
 )
 
 // Errors that codecs wrap with detail.
@@ -181,4 +183,41 @@ func New(m Metadata, spec Spec) (any, error) {
 		return nil, fmt.Errorf("codec %s: %w", m.Name, err)
 	}
 	return c, nil
+}
+
+// IsFill reports whether every element of c equals fill (one element, or
+// the item for variable-length types).
+func (c *Chunk) IsFill(fill []byte) bool {
+	if c.Type.Variable() {
+		for _, it := range c.Items {
+			if !bytes.Equal(it, fill) {
+				return false
+			}
+		}
+		return true
+	}
+	if len(fill) != c.Type.Size || len(fill) == 0 {
+		return false
+	}
+	// Compare whole blocks against the fill repeated, so the work is memcmp.
+	pattern := bytes.Repeat(fill, max(1, 4096/len(fill)))
+	data := c.Data
+	for len(data) > 0 {
+		n := min(len(data), len(pattern))
+		if !bytes.Equal(data[:n], pattern[:n]) {
+			return false
+		}
+		data = data[n:]
+	}
+	return true
+}
+
+// CopyBox copies the box of count elements at srcStart in src into c at
+// dstStart.
+func (c *Chunk) CopyBox(dstStart []int, src *Chunk, srcStart, count []int) {
+	if src.Type.Variable() {
+		nd.Copy(c.Items, c.Shape, dstStart, src.Items, src.Shape, srcStart, count, 1)
+		return
+	}
+	nd.Copy(c.Data, c.Shape, dstStart, src.Data, src.Shape, srcStart, count, src.Type.Size)
 }

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/codec/sharding"
@@ -144,7 +143,7 @@ func (a *Array) ReadChunk(ctx context.Context, coords []int) (c *codec.Chunk, fo
 // is entirely the fill value is deleted instead, as zarr-python does.
 func (a *Array) WriteChunk(ctx context.Context, coords []int, c *codec.Chunk) error {
 	key := a.ChunkKey(coords)
-	if isFill(c, a.spec.Fill) {
+	if c.IsFill(a.spec.Fill) {
 		return a.store.Delete(ctx, key)
 	}
 	b, err := a.pipeline.Encode(c)
@@ -152,28 +151,6 @@ func (a *Array) WriteChunk(ctx context.Context, coords []int, c *codec.Chunk) er
 		return fmt.Errorf("%s: %w", key, err)
 	}
 	return a.store.Put(ctx, key, b)
-}
-
-// isFill reports whether every element of c equals fill.
-func isFill(c *codec.Chunk, fill []byte) bool {
-	if c.Type.Variable() {
-		for _, it := range c.Items {
-			if !slices.Equal(it, fill) {
-				return false
-			}
-		}
-		return true
-	}
-	n := len(fill)
-	if n == 0 {
-		return false
-	}
-	for i := 0; i < len(c.Data); i += n {
-		if !slices.Equal(c.Data[i:i+n], fill) {
-			return false
-		}
-	}
-	return true
 }
 
 // InnerGrid is the number of inner chunks along each axis of a sharded

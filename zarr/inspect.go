@@ -78,9 +78,10 @@ func (a *Array) InspectChunk(ctx context.Context, coords []int, verify bool) Chu
 		return r
 	}
 	var errs []error
-	for i, inner := range a.innerChunksOf(coords) {
+	innerGrid := a.InnerGrid()
+	for i := 0; i < ix.Len(); i++ {
 		off, n, ok := ix.Chunk(i)
-		if !inner {
+		if !nd.Inside(a.InnerCoords(coords, i), innerGrid) {
 			if ok {
 				errs = append(errs, fmt.Errorf("inner chunk %d lies outside the array but is stored", i))
 			}
@@ -104,27 +105,6 @@ func (a *Array) InspectChunk(ctx context.Context, coords []int, verify bool) Chu
 	}
 	r.Err = errors.Join(errs...)
 	return r
-}
-
-// innerChunksOf yields, for each inner chunk of the shard at shard
-// coordinates in C order, whether it lies (at least partly) inside the
-// array. Inner chunks wholly outside are never written by conforming writers.
-func (a *Array) innerChunksOf(shard []int) iter.Seq2[int, bool] {
-	return func(yield func(int, bool) bool) {
-		grid := a.shard.Grid()
-		inner := a.shard.ChunkShape()
-		local := make([]int, len(grid))
-		for i := 0; i < nd.Size(grid); i++ {
-			nd.Unravel(i, grid, local)
-			inside := true
-			for d := range local {
-				inside = inside && (shard[d]*grid[d]+local[d])*inner[d] < a.Shape[d]
-			}
-			if !yield(i, inside) {
-				return
-			}
-		}
-	}
 }
 
 // InspectStored inspects every stored chunk (shard) of the array with

@@ -72,7 +72,7 @@ func (a *Array) ReadRegion(ctx context.Context, start, count []int) (*codec.Chun
 		if err != nil || !found {
 			return err
 		}
-		copyBox(out, o.inRegion, c, o.inChunk, o.count)
+		out.CopyBox(o.inRegion, c, o.inChunk, o.count)
 		return nil
 	})
 	return out, err
@@ -99,7 +99,7 @@ func (a *Array) WriteRegion(ctx context.Context, start []int, data *codec.Chunk)
 				return err
 			}
 		}
-		copyBox(c, o.inChunk, data, o.inRegion, o.count)
+		c.CopyBox(o.inChunk, data, o.inRegion, o.count)
 		return a.WriteChunk(ctx, o.coords, c)
 	})
 }
@@ -110,14 +110,4 @@ func (a *Array) Write(ctx context.Context, data *codec.Chunk) error {
 		return fmt.Errorf("writing data of shape %v to an array of shape %v", data.Shape, a.Shape)
 	}
 	return a.WriteRegion(ctx, make([]int, len(a.Shape)), data)
-}
-
-// copyBox copies the box of count elements at srcStart in src to dstStart
-// in dst.
-func copyBox(dst *codec.Chunk, dstStart []int, src *codec.Chunk, srcStart, count []int) {
-	if src.Type.Variable() {
-		nd.Copy(dst.Items, dst.Shape, dstStart, src.Items, src.Shape, srcStart, count, 1)
-		return
-	}
-	nd.Copy(dst.Data, dst.Shape, dstStart, src.Data, src.Shape, srcStart, count, src.Type.Size)
 }

@@ -1,7 +1,6 @@
 package sharding
 
 import (
-	"bytes"
 	"fmt"
 
 	"github.com/zarrfs/zarrfs/codec"
@@ -71,8 +70,8 @@ func (c *Codec) Encode(shard *codec.Chunk) ([]byte, error) {
 			start[d] = coords[d] * innerSpec.Shape[d]
 		}
 		sub := codec.NewChunk(innerSpec)
-		copyChunk(sub, zero, shard, start, innerSpec.Shape)
-		if isFill(sub, innerSpec.Fill) {
+		sub.CopyBox(zero, shard, start, innerSpec.Shape)
+		if sub.IsFill(innerSpec.Fill) {
 			continue
 		}
 		b, err := c.inner.Encode(sub)
@@ -123,38 +122,7 @@ func (c *Codec) Decode(b []byte) (*codec.Chunk, error) {
 		for d := range start {
 			start[d] = coords[d] * innerShape[d]
 		}
-		copyChunk(out, start, sub, zero, innerShape)
+		out.CopyBox(start, sub, zero, innerShape)
 	}
 	return out, nil
-}
-
-// copyChunk copies the box of count elements at srcStart in src to
-// dstStart in dst.
-func copyChunk(dst *codec.Chunk, dstStart []int, src *codec.Chunk, srcStart, count []int) {
-	if src.Type.Variable() {
-		nd.Copy(dst.Items, dst.Shape, dstStart, src.Items, src.Shape, srcStart, count, 1)
-		return
-	}
-	nd.Copy(dst.Data, dst.Shape, dstStart, src.Data, src.Shape, srcStart, count, src.Type.Size)
-}
-
-// isFill reports whether every element of c equals fill.
-func isFill(c *codec.Chunk, fill []byte) bool {
-	if c.Type.Variable() {
-		for _, it := range c.Items {
-			if !bytes.Equal(it, fill) {
-				return false
-			}
-		}
-		return true
-	}
-	if len(fill) != c.Type.Size {
-		return false
-	}
-	for i := 0; i < len(c.Data); i += len(fill) {
-		if !bytes.Equal(c.Data[i:i+len(fill)], fill) {
-			return false
-		}
-	}
-	return true
 }

@@ -1,8 +1,10 @@
 package zarrtest
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,30 +52,63 @@ func NewOracle(t testing.TB) *Oracle {
 // Zarrita reads the array at path under root with zarrita.
 func (o *Oracle) Zarrita(t testing.TB, root, path string) OracleResult {
 	t.Helper()
+	return runOne(t, o.zarritaCmd(t, "read", root, path))
+}
+
+// ZarritaAll reads every array under root with zarrita in one process and
+// returns the results by array path.
+func (o *Oracle) ZarritaAll(t testing.TB, root string) map[string]OracleResult {
+	t.Helper()
+	return runAll(t, o.zarritaCmd(t, "all", root))
+}
+
+// ZarrPython reads the v2 array at path under root with zarr-python 2.13.
+func (o *Oracle) ZarrPython(t testing.TB, root, path string) OracleResult {
+	t.Helper()
+	return runOne(t, o.pythonCmd(t, "read", root, path))
+}
+
+// ZarrPythonAll reads every v2 array under root with zarr-python 2.13 in one
+// process and returns the results by array path.
+func (o *Oracle) ZarrPythonAll(t testing.TB, root string) map[string]OracleResult {
+	t.Helper()
+	return runAll(t, o.pythonCmd(t, "all", root))
+}
+
+func (o *Oracle) zarritaCmd(t testing.TB, args ...string) *exec.Cmd {
+	t.Helper()
 	if o.zarrita == "" {
 		t.Skip("SKIP: the zarrita oracle is not installed (npm ci in a copy of ../shared/tools/oracle, then set ZARRFS_ORACLE; .ci/run does this)")
 	}
 	if _, err := exec.LookPath("node"); err != nil {
 		t.Skip("SKIP: node is not installed; the zarrita oracle needs it")
 	}
-	return run(t, exec.Command("node", o.zarrita, "read", root, path))
+	return exec.Command("node", append([]string{o.zarrita}, args...)...)
 }
 
-// ZarrPython reads the v2 array at path under root with zarr-python 2.13.
-func (o *Oracle) ZarrPython(t testing.TB, root, path string) OracleResult {
+func (o *Oracle) pythonCmd(t testing.TB, args ...string) *exec.Cmd {
 	t.Helper()
-	if err := exec.Command("/usr/bin/python3", "-c", "import zarr").Run(); err != nil {
-		t.Skip("SKIP: Debian's python3-zarr is not installed (apt-get install python3-zarr)")
-	}
-	return run(t, exec.Command("/usr/bin/python3", o.python, "read", root, path))
+	RequirePython(t, "zarr")
+	return exec.Command("/usr/bin/python3", append([]string{o.python}, args...)...)
 }
 
-func run(t testing.TB, cmd *exec.Cmd) OracleResult {
+// RequirePython skips the test unless Debian's /usr/bin/python3 can import
+// every module named.
+func RequirePython(t testing.TB, modules ...string) {
+	t.Helper()
+	for _, m := range modules {
+		if err := exec.Command("/usr/bin/python3", "-c", "import "+m).Run(); err != nil {
+			t.Skipf("SKIP: /usr/bin/python3 cannot import %s (apt-get install python3-zarr python3-xarray): %v", m, err)
+		}
+	}
+}
+
+// runOne runs a `read` command. The oracles exit non-zero when they cannot
+// read the array but still print a result line naming the error.
+func runOne(t testing.TB, cmd *exec.Cmd) OracleResult {
 	t.Helper()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	// The oracles exit non-zero when they cannot read the array but still
-	// print a result line naming the error.
 	out, runErr := cmd.Output()
 	var r OracleResult
 	if err := json.Unmarshal(bytes.TrimSpace(out), &r); err != nil {
@@ -83,4 +118,34 @@ func run(t testing.TB, cmd *exec.Cmd) OracleResult {
 		r.Error = runErr.Error() + ": " + stderr.String()
 	}
 	return r
+}
+
+// runAll runs an `all` command, which prints one line per array and exits
+// 1 when some array could not be read (its line names the error); any other
+// failure is fatal.
+func runAll(t testing.TB, cmd *exec.Cmd) map[string]OracleResult {
+	t.Helper()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, runErr := cmd.Output()
+	results := map[string]OracleResult{}
+	failed := false
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		var r OracleResult
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("%s printed %q: %v\n%s", cmd, sc.Bytes(), err, stderr.String())
+		}
+		results[r.Path] = r
+		failed = failed || r.Error != ""
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("%s: %v", cmd, err)
+	}
+	var exit *exec.ExitError
+	if runErr != nil && !(errors.As(runErr, &exit) && exit.ExitCode() == 1 && failed) {
+		t.Fatalf("%s: %v\n%s", cmd, runErr, stderr.String())
+	}
+	return results
 }
