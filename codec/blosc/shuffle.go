@@ -36,18 +36,21 @@ func shuffle(dst, src []byte, ts int) {
 
 // unshuffle reverses shuffle.
 func unshuffle(dst, src []byte, ts int) {
-	n := len(src) / ts
-	done := 0
-	switch {
-	case ts == 1:
+	if ts == 1 {
 		copy(dst, src)
 		return
-	case ts == 2:
-		done = unshuffle2(dst, src, n)
-	case ts%8 == 0:
-		done = unshuffle8x(dst, src, n, ts)
-	case ts%4 == 0:
-		done = unshuffle4x(dst, src, n, ts)
+	}
+	n := len(src) / ts
+	done := unshuffleSIMD(dst, src, n, ts) // elements handled by a fast kernel
+	if done == 0 {
+		switch {
+		case ts == 2:
+			done = unshuffle2(dst, src, n)
+		case ts%8 == 0:
+			done = unshuffle8x(dst, src, n, ts)
+		case ts%4 == 0:
+			done = unshuffle4x(dst, src, n, ts)
+		}
 	}
 	for j := range ts {
 		plane := src[j*n : j*n+n]

@@ -42,7 +42,7 @@ func refBitshuffle(src []byte, ts int) []byte {
 func TestShuffleKernels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for ts := 1; ts <= 40; ts++ {
-		for _, n := range []int{0, 1, 7, 8, 9, 63, 64, 65, 200, 1001} {
+		for _, n := range []int{0, 1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 128, 200, 1001, 1024, 2056} {
 			for _, extra := range []int{0, 1, ts - 1} {
 				if extra < 0 || extra >= ts {
 					continue
