@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"iter"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -31,9 +32,11 @@ type Record struct {
 // Journal is this process's write-ahead log of inner chunk updates, a
 // directory of segment files. Append returns once the record is in the
 // operating system (it survives the process being killed); Sync makes
-// every appended record durable on disk. While the process lives it
-// holds an OFD lock on the directory's owner file, so other processes can
-// tell a live journal from one whose writer died.
+// every appended record durable on disk. Once records are in their shards,
+// Published appends a marker naming them: a replay must skip them, as
+// other writers may have changed their chunks since. While the process
+// lives it holds an OFD lock on the directory's owner file, so other
+// processes can tell a live journal from one whose writer died.
 type Journal struct {
 	dir   string
 	owner *os.File
@@ -52,12 +55,17 @@ type segment struct {
 	live int // records not yet published
 }
 
-// Pos identifies an appended record, for Release.
-type Pos struct{ seg int }
+// Pos identifies an appended record: its segment and offset.
+type Pos struct {
+	seg int
+	off int64
+}
 
 const (
 	recordMagic    = 0x5a4a5231 // "ZJR1"
 	recordHeader   = 12         // magic, body length, crc32c of the body
+	flagDelete     = 1
+	flagPublished  = 2 // a marker naming published records, not a record
 	segmentMaxSize = 64 << 20
 	ownerFile      = "owner"
 	segmentSuffix  = ".wal"
@@ -98,7 +106,6 @@ func (j *Journal) rotate() error {
 	id := 1
 	if j.current != nil {
 		id = j.current.id + 1
-		j.dropIfDone(j.current, true)
 	}
 	f, err := os.OpenFile(filepath.Join(j.dir, fmt.Sprintf("%08d%s", id, segmentSuffix)), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
@@ -106,14 +113,23 @@ func (j *Journal) rotate() error {
 	}
 	j.current = &segment{id: id, f: f}
 	j.segs[id] = j.current
+	j.reclaim()
 	return nil
 }
 
 // Append writes a record to the current segment.
 func (j *Journal) Append(r Record) (Pos, error) {
-	b := encodeRecord(r)
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	pos, err := j.write(encodeRecord(r))
+	if err == nil {
+		j.current.live++
+	}
+	return pos, err
+}
+
+// write appends an encoded entry to the current segment; j.mu must be held.
+func (j *Journal) write(b []byte) (Pos, error) {
 	if j.closed {
 		return Pos{}, errors.New("journal: closed")
 	}
@@ -124,35 +140,63 @@ func (j *Journal) Append(r Record) (Pos, error) {
 	}
 	seg := j.current
 	if _, err := seg.f.WriteAt(b, seg.size); err != nil {
-		// A partial record is ignored on replay (its checksum fails), and
-		// later records must not follow it: start a new segment.
+		// A partial entry ends its segment on replay (its checksum fails),
+		// so later entries must not follow it: start a new segment.
 		j.rotate()
 		return Pos{}, fmt.Errorf("journal: %w", err)
 	}
+	pos := Pos{seg.id, seg.size}
 	seg.size += int64(len(b))
-	seg.live++
-	return Pos{seg.id}, nil
+	return pos, nil
 }
 
-// Release marks a record published; segments whose records are all
-// published are deleted.
+// Release drops a record that a later record of the same inner chunk
+// replaced before it was published.
 func (j *Journal) Release(p Pos) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	j.release(p)
+}
+
+// Published records that the records at ps are in their shards, so that a
+// replay leaves them out, and releases them.
+func (j *Journal) Published(ps []Pos) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	_, err := j.write(encodeMarker(ps))
+	for _, p := range ps {
+		j.release(p)
+	}
+	return err
+}
+
+func (j *Journal) release(p Pos) {
 	if seg, ok := j.segs[p.seg]; ok {
 		seg.live--
-		j.dropIfDone(seg, seg != j.current)
+		j.reclaim()
 	}
 }
 
-// dropIfDone deletes a finished segment with no live records.
-func (j *Journal) dropIfDone(seg *segment, finished bool) {
-	if seg.live > 0 || !finished {
-		return
+// reclaim deletes the oldest segments while their records are all
+// released. Only the oldest go: a marker lives in a later segment than the
+// records it names, which must not outlive it. When no record at all is
+// live, the current segment is emptied.
+func (j *Journal) reclaim() {
+	for _, id := range slices.Sorted(maps.Keys(j.segs)) {
+		seg := j.segs[id]
+		if seg.live > 0 {
+			return
+		}
+		if seg == j.current {
+			if seg.size > 0 && seg.f.Truncate(0) == nil {
+				seg.size = 0
+			}
+			return
+		}
+		seg.f.Close()
+		os.Remove(seg.f.Name())
+		delete(j.segs, id)
 	}
-	seg.f.Close()
-	os.Remove(seg.f.Name())
-	delete(j.segs, seg.id)
 }
 
 // Sync makes every appended record durable.
@@ -194,46 +238,123 @@ func (j *Journal) Close() error {
 
 // encodeRecord frames a record: magic, body length, crc32c, body.
 func encodeRecord(r Record) []byte {
-	body := make([]byte, 0, 16+len(r.Array)+len(r.Shard)+len(r.Data))
+	b := make([]byte, recordHeader, recordHeader+16+len(r.Array)+len(r.Shard)+len(r.Data))
 	var flags byte
 	if r.Delete {
-		flags = 1
+		flags = flagDelete
 	}
-	body = append(body, flags)
-	body = binary.AppendUvarint(body, uint64(len(r.Array)))
-	body = append(body, r.Array...)
-	body = binary.AppendUvarint(body, uint64(len(r.Shard)))
-	body = append(body, r.Shard...)
-	body = binary.AppendUvarint(body, uint64(r.Chunk))
-	body = append(body, r.Data...)
-	b := make([]byte, recordHeader, recordHeader+len(body))
+	b = append(b, flags)
+	b = binary.AppendUvarint(b, uint64(len(r.Array)))
+	b = append(b, r.Array...)
+	b = binary.AppendUvarint(b, uint64(len(r.Shard)))
+	b = append(b, r.Shard...)
+	b = binary.AppendUvarint(b, uint64(r.Chunk))
+	return seal(append(b, r.Data...))
+}
+
+// encodeMarker frames a marker naming published records: the count, then
+// each one's segment and offset.
+func encodeMarker(ps []Pos) []byte {
+	b := append(make([]byte, recordHeader, recordHeader+1+10+20*len(ps)), flagPublished)
+	b = binary.AppendUvarint(b, uint64(len(ps)))
+	for _, p := range ps {
+		b = binary.AppendUvarint(b, uint64(p.seg))
+		b = binary.AppendUvarint(b, uint64(p.off))
+	}
+	return seal(b)
+}
+
+// seal fills in the header of an entry whose body follows it in b.
+func seal(b []byte) []byte {
+	body := b[recordHeader:]
 	binary.LittleEndian.PutUint32(b, recordMagic)
 	binary.LittleEndian.PutUint32(b[4:], uint32(len(body)))
 	binary.LittleEndian.PutUint32(b[8:], crc32.Checksum(body, castagnoli))
-	return append(b, body...)
+	return b
 }
 
 // errTorn ends a segment: a record that was being written when its writer died.
 var errTorn = errors.New("torn record")
 
-// decodeRecord reads the record at the start of b and its encoded length.
-func decodeRecord(b []byte) (Record, int, error) {
+// entry is what a journal holds: a record, or a marker naming published
+// records.
+type entry struct {
+	Record
+	pos       Pos
+	published []Pos // markers only
+}
+
+func (e entry) marker() bool { return e.published != nil }
+
+// encode frames the entry again.
+func (e entry) encode() []byte {
+	if e.marker() {
+		return encodeMarker(e.published)
+	}
+	return encodeRecord(e.Record)
+}
+
+// decodeEntry reads the entry at the start of b and its encoded length.
+func decodeEntry(b []byte) (entry, int, error) {
 	if len(b) < recordHeader || binary.LittleEndian.Uint32(b) != recordMagic {
-		return Record{}, 0, errTorn
+		return entry{}, 0, errTorn
 	}
 	n := int(binary.LittleEndian.Uint32(b[4:]))
 	if n > len(b)-recordHeader {
-		return Record{}, 0, errTorn
+		return entry{}, 0, errTorn
 	}
 	body := b[recordHeader : recordHeader+n]
 	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(b[8:]) {
-		return Record{}, 0, errTorn
+		return entry{}, 0, errTorn
+	}
+	if len(body) > 0 && body[0] == flagPublished {
+		ps, err := decodeMarker(body[1:])
+		return entry{published: ps}, recordHeader + n, err
+	}
+	r, err := decodeRecordBody(body)
+	return entry{Record: r}, recordHeader + n, err
+}
+
+// decodeMarker reads the positions a marker names.
+func decodeMarker(b []byte) ([]Pos, error) {
+	errMalformed := errors.New("journal: malformed marker")
+	next := func() (uint64, error) {
+		v, k := uvarint(b)
+		if k <= 0 {
+			return 0, errMalformed
+		}
+		b = b[k:]
+		return v, nil
+	}
+	n, err := next()
+	if err != nil || n > uint64(len(b)) {
+		return nil, errMalformed
+	}
+	ps := make([]Pos, n)
+	for i := range ps {
+		seg, err1 := next()
+		off, err2 := next()
+		if err1 != nil || err2 != nil || seg > 1<<31 || off > segmentMaxSize<<1 {
+			return nil, errMalformed
+		}
+		ps[i] = Pos{int(seg), int64(off)}
+	}
+	if len(b) > 0 {
+		return nil, errMalformed
+	}
+	return ps, nil
+}
+
+// decodeRecordBody reads the body of a record.
+func decodeRecordBody(body []byte) (Record, error) {
+	if len(body) == 0 || body[0]&^flagDelete != 0 {
+		return Record{}, fmt.Errorf("journal: malformed record body")
 	}
 	var r Record
-	r.Delete = body[0]&1 != 0
+	r.Delete = body[0]&flagDelete != 0
 	rest := body[1:]
 	str := func() (string, bool) {
-		l, k := binary.Uvarint(rest)
+		l, k := uvarint(rest)
 		if k <= 0 || l > uint64(len(rest)-k) {
 			return "", false
 		}
@@ -244,22 +365,32 @@ func decodeRecord(b []byte) (Record, int, error) {
 	var ok1, ok2 bool
 	r.Array, ok1 = str()
 	r.Shard, ok2 = str()
-	chunk, k := binary.Uvarint(rest)
+	chunk, k := uvarint(rest)
 	if !ok1 || !ok2 || k <= 0 || chunk > 1<<40 {
-		return Record{}, 0, fmt.Errorf("journal: malformed record body")
+		return Record{}, fmt.Errorf("journal: malformed record body")
 	}
 	r.Chunk = int(chunk)
 	r.Data = rest[k:]
-	return r, recordHeader + n, nil
+	return r, nil
 }
 
-// readRecords yields the records of a journal directory in order. Each
-// segment ends at its first torn record.
-func readRecords(dir string) iter.Seq2[Record, error] {
-	return func(yield func(Record, error) bool) {
+// uvarint reads a minimally encoded uvarint (k <= 0 for any other), so
+// that every entry that decodes encodes to the same bytes.
+func uvarint(b []byte) (v uint64, k int) {
+	v, k = binary.Uvarint(b)
+	if k > 1 && b[k-1] == 0 {
+		return 0, 0
+	}
+	return v, k
+}
+
+// readEntries yields the entries of a journal directory in order. Each
+// segment ends at its first torn entry.
+func readEntries(dir string) iter.Seq2[entry, error] {
+	return func(yield func(entry, error) bool) {
 		entries, err := os.ReadDir(dir)
 		if err != nil {
-			yield(Record{}, err)
+			yield(entry{}, err)
 			return
 		}
 		var ids []int
@@ -274,18 +405,19 @@ func readRecords(dir string) iter.Seq2[Record, error] {
 		for _, id := range ids {
 			b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("%08d%s", id, segmentSuffix)))
 			if err != nil {
-				yield(Record{}, err)
+				yield(entry{}, err)
 				return
 			}
-			for len(b) > 0 {
-				r, n, err := decodeRecord(b)
+			for off := 0; off < len(b); {
+				e, n, err := decodeEntry(b[off:])
 				if errors.Is(err, errTorn) {
 					break
 				}
-				if !yield(r, err) || err != nil {
+				e.pos = Pos{id, int64(off)}
+				if !yield(e, err) || err != nil {
 					return
 				}
-				b = b[n:]
+				off += n
 			}
 		}
 	}

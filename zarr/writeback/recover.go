@@ -50,26 +50,52 @@ type shardUpdates struct {
 	updates map[int]update
 }
 
-// replay applies one journal: the last record of each inner chunk wins.
+// replay applies one journal: the last record of each inner chunk, unless
+// a marker says it is published (its chunk may have changed since).
 func replay(ctx context.Context, u store.Updater, h *zarr.Hierarchy, dir string, logger *slog.Logger) (int, error) {
-	shards := map[string]*shardUpdates{}
-	n := 0
-	for r, err := range readRecords(dir) {
+	type chunkKey struct {
+		shard string
+		chunk int
+	}
+	var last []entry // the last record of each inner chunk, in journal order
+	index := map[chunkKey]int{}
+	published := map[Pos]bool{}
+	for e, err := range readEntries(dir) {
 		if err != nil {
-			return n, err
+			return 0, err
 		}
-		n++
-		a, err := journaledArray(h, r)
-		if err != nil {
-			logger.Warn("journal record skipped", "journal", dir, "key", r.Shard, "error", err)
+		if e.marker() {
+			for _, p := range e.published {
+				published[p] = true
+			}
 			continue
 		}
-		su := shards[r.Shard]
+		k := chunkKey{e.Shard, e.Chunk}
+		if i, ok := index[k]; ok {
+			last[i] = e
+		} else {
+			index[k] = len(last)
+			last = append(last, e)
+		}
+	}
+	shards := map[string]*shardUpdates{}
+	n := 0
+	for _, e := range last {
+		if published[e.pos] {
+			continue
+		}
+		n++
+		a, err := journaledArray(h, e.Record)
+		if err != nil {
+			logger.Warn("journal record skipped", "journal", dir, "key", e.Shard, "error", err)
+			continue
+		}
+		su := shards[e.Shard]
 		if su == nil {
 			su = &shardUpdates{a: a, updates: map[int]update{}}
-			shards[r.Shard] = su
+			shards[e.Shard] = su
 		}
-		su.updates[r.Chunk] = update{data: r.Data, deleted: r.Delete}
+		su.updates[e.Chunk] = update{data: e.Data, deleted: e.Delete}
 	}
 	keys := make([]string, 0, len(shards))
 	for k := range shards {

@@ -322,11 +322,19 @@ func (w *Writer) publish(ctx context.Context, key string) error {
 		ps.retryAt = time.Now().Add(time.Second)
 		return fmt.Errorf("publish %s: %w", key, err)
 	}
+	var done []Pos
 	for local, pc := range snapshot {
 		if ps.chunks[local] == pc { // not updated again meanwhile
 			delete(ps.chunks, local)
 			w.pending -= int64(len(pc.Data))
-			w.journal.Release(pc.pos)
+			done = append(done, pc.pos)
+		}
+	}
+	if len(done) > 0 {
+		if err := w.journal.Published(done); err != nil {
+			// A replay would apply them again, over whatever other
+			// writers put in their chunks meanwhile.
+			w.opts.Logger.Error("marking journal records published failed", "key", key, "error", err)
 		}
 	}
 	if len(ps.chunks) == 0 {
