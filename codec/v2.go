@@ -381,7 +381,7 @@ func ToV2(d dtype.DataType, chain []Metadata, shape []int) (v V2Chain, ok bool) 
 	// bytes->bytes codecs: the last is the compressor, the others filters;
 	// a final crc32c is cut off instead.
 	rest := chain[i+1:]
-	if n := len(rest); n > 0 && isTrailingCRC32C(rest[n-1]) {
+	if n := len(rest); n > 0 && IsTrailingCRC32C(rest[n-1]) {
 		v.DropTrailing = 4
 		rest = rest[:n-1]
 	}
@@ -440,7 +440,8 @@ func littleEndianTypes(id string, config json.RawMessage) bool {
 	return true
 }
 
-func isTrailingCRC32C(m Metadata) bool {
+// IsTrailingCRC32C reports whether m appends a crc32c to the bytes it encodes.
+func IsTrailingCRC32C(m Metadata) bool {
 	switch m.Name {
 	case "crc32c":
 		return true
@@ -475,16 +476,30 @@ func bytesStepToV2(m Metadata) (json.RawMessage, bool) {
 	case "gzip":
 		return v2Config("gzip", m.Configuration), true
 	case "zstd", "numcodecs.zstd":
-		// numcodecs before 0.13 rejects the checksum key; frames carry
-		// their own checksum flag.
-		delete(cfg, "checksum")
-		return v2Config("zstd", mustJSON(cfg)), true
+		return V2Compatible(v2Config("zstd", mustJSON(cfg))), true
 	}
 	id, isNumcodecs := strings.CutPrefix(m.Name, "numcodecs.")
 	if !isNumcodecs || numcodecsKinds[id] != bytesCodecID || id == "crc32c" {
 		return nil, false
 	}
 	return v2Config(id, m.Configuration), true
+}
+
+// V2Compatible returns a numcodecs configuration in the form numcodecs
+// before 0.13 (zarr-python 2.13 on Debian 12) accepts: zstd without the
+// "checksum" key newer numcodecs writes. Decoding is unchanged, as zstd
+// frames record whether they carry a checksum.
+func V2Compatible(config json.RawMessage) json.RawMessage {
+	var cfg map[string]json.RawMessage
+	var id string
+	if json.Unmarshal(config, &cfg) != nil || json.Unmarshal(cfg["id"], &id) != nil || id != "zstd" {
+		return config
+	}
+	if _, ok := cfg["checksum"]; !ok {
+		return config
+	}
+	delete(cfg, "checksum")
+	return mustJSON(cfg)
 }
 
 // v2Config is a numcodecs configuration: config with "id" added.

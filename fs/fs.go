@@ -33,6 +33,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Debug logs every FUSE request.
 	Debug bool
+	// StatsInterval, if set, is how often the counters of the stats file
+	// (MNT/.zarrfs/stats) are logged.
+	StatsInterval time.Duration
 }
 
 // Mount mounts the views of ks at dir. It returns once the kernel sees the
@@ -41,12 +44,16 @@ func Mount(dir string, ks *keyspace.FS, opts Options) (*fuse.Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	// Read-only contents change only when a shard is rewritten outside the
-	// mount, which opens detect; so the kernel may cache names and
-	// attributes long. Writable mounts invalidate explicitly on writes.
+	// Read-only mounts take the store not to change under them: the kernel
+	// caches names, attributes and contents (see fileNode.Open) for an
+	// hour, so a shard rewritten outside the mount shows after that or a
+	// remount. Writable mounts invalidate files explicitly on writes,
+	// and cache no negative entries: writes do not invalidate names (see
+	// notify), so a chunk a write creates would stay missing in the other
+	// view for a while.
 	entryTTL, negativeTTL := time.Hour, time.Hour
 	if !opts.ReadOnly {
-		entryTTL, negativeTTL = time.Minute, 10*time.Second
+		entryTTL, negativeTTL = time.Minute, 0
 	}
 	if !ks.Writable() {
 		opts.ReadOnly = true
@@ -63,6 +70,13 @@ func Mount(dir string, ks *keyspace.FS, opts Options) (*fuse.Server, error) {
 		MaxBackground:        64,
 		IgnoreSecurityLabels: true,
 		Debug:                opts.Debug,
+		// O_TRUNC arrives as a flag of OPEN; without this the kernel sends
+		// a SETATTR without a file handle, which cannot tell which open
+		// write buffer to empty. READDIRPLUS_AUTO: a plain listing reads
+		// names only (a first ls of 100k chunks runs 5x faster), and the
+		// kernel switches to listing with attributes when the lister
+		// stats the entries (ls -l).
+		ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC | fuse.CAP_READDIRPLUS_AUTO,
 	}
 	if opts.ReadOnly {
 		mountOpts.Options = append(mountOpts.Options, "ro")
@@ -79,6 +93,14 @@ func Mount(dir string, ks *keyspace.FS, opts Options) (*fuse.Server, error) {
 		return nil, err
 	}
 	b.rootInode = root.EmbeddedInode()
+	if opts.StatsInterval > 0 {
+		done := make(chan struct{})
+		go func() {
+			server.Wait()
+			close(done)
+		}()
+		go b.logStats(opts.StatsInterval, done)
+	}
 	return server, nil
 }
 
@@ -87,6 +109,7 @@ type binding struct {
 	ks        *keyspace.FS
 	opts      Options
 	rootInode *gofs.Inode
+	st        statsState
 }
 
 // root returns the root node: one view's root, or a directory holding both.
@@ -98,8 +121,17 @@ func (b *binding) root() gofs.InodeEmbedder {
 }
 
 // errno maps key space and store errors to errno values, logging the
-// unexpected ones (corruption is logged once by the key space).
+// unexpected ones (corruption is logged once by the key space) and
+// counting the errors for the stats file.
 func (b *binding) errno(ctx context.Context, op, path string, err error) syscall.Errno {
+	errno := b.mapError(ctx, op, path, err)
+	if errno != 0 && errno != syscall.ENOENT {
+		b.st.errors.add(errno)
+	}
+	return errno
+}
+
+func (b *binding) mapError(ctx context.Context, op, path string, err error) syscall.Errno {
 	switch {
 	case err == nil:
 		return 0

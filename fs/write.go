@@ -69,28 +69,32 @@ func (n *fileNode) openWrite(ctx context.Context, flags uint32) (gofs.FileHandle
 }
 
 func (n *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	f := n.file()
 	if size, ok := in.GetSize(); ok {
-		wh, isWrite := fh.(*writeHandle)
-		if !isWrite { // truncate(2) by path: open, truncate, commit
-			h, err := f.OpenWrite(ctx, false)
-			if err != nil {
-				return n.b.errno(ctx, "truncate", f.Path(), err)
-			}
-			wh = &writeHandle{b: n.b, h: h, path: f.Path()}
-			defer func() {
-				if errno := wh.Flush(ctx); errno != 0 && out != nil {
-					out.Size = 0
-				}
-			}()
-		}
-		if err := wh.h.Truncate(int64(size)); err != nil {
-			return n.b.errno(ctx, "truncate", f.Path(), err)
+		if errno := n.truncate(ctx, fh, int64(size)); errno != 0 {
+			return errno
 		}
 	}
 	// Modes, owners and times are not stored; accept them so cp -p and
 	// tar work, and report the file as it is.
 	return n.Getattr(ctx, fh, out)
+}
+
+// truncate resizes the content of an open write handle (ftruncate), or
+// else (truncate by path) opens the file, resizes and commits it, failing
+// as close would when the result is rejected.
+func (n *fileNode) truncate(ctx context.Context, fh gofs.FileHandle, size int64) syscall.Errno {
+	f := n.file()
+	if wh, ok := fh.(*writeHandle); ok {
+		return n.b.errno(ctx, "truncate", f.Path(), wh.h.Truncate(size))
+	}
+	h, err := f.OpenWrite(ctx, false)
+	if err == nil {
+		err = h.Truncate(size)
+	}
+	if err == nil {
+		err = h.Commit(ctx)
+	}
+	return n.b.errno(ctx, "truncate", f.Path(), err)
 }
 
 // writeHandle is a file open for writing.
@@ -130,28 +134,28 @@ func (w *writeHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	return w.b.errno(ctx, "fsync", w.path, w.h.Sync(ctx))
 }
 
-// notify invalidates what the kernel caches about an entry a write changed:
-// its name (positive or negative) and, if the kernel knows the file, its
-// attributes and pages. It runs asynchronously: notifying from inside a
-// FUSE request for the same directory would deadlock on the kernel's
-// directory lock.
+// notify invalidates what the kernel caches about a file a write changed:
+// its attributes and pages, before the write returns, so the other view
+// shows the new bytes (or, for an unlinked chunk, ENOENT) at once. Names
+// are left alone: the kernel keeps no negative entries on a writable mount,
+// and invalidating an entry waits for the kernel's directory lock, which
+// another process's rename or unlink may hold while it waits for zarrfs -
+// should zarrfs be killed then, both would hang until the mount is
+// aborted.
 func (b *binding) notify(a keyspace.Alias) {
-	go func() {
-		dir := b.viewRoot(a.View)
-		for part := range strings.SplitSeq(a.Dir, "/") {
-			if dir == nil || part == "" {
-				continue
-			}
-			dir = dir.GetChild(part)
+	dir := b.viewRoot(a.View)
+	for part := range strings.SplitSeq(a.Dir, "/") {
+		if dir == nil || part == "" {
+			continue
 		}
-		if dir == nil {
-			return // the kernel has not seen the directory: nothing is cached
-		}
-		dir.NotifyEntry(a.Name)
-		if child := dir.GetChild(a.Name); child != nil {
-			child.NotifyContent(0, 0)
-		}
-	}()
+		dir = dir.GetChild(part)
+	}
+	if dir == nil {
+		return // the kernel has not seen the directory: nothing is cached
+	}
+	if child := dir.GetChild(a.Name); child != nil {
+		child.NotifyContent(0, 0)
+	}
 }
 
 // viewRoot is the inode of a view's root directory.

@@ -64,7 +64,16 @@ func newFlags(name, argsUsage string, stderr io.Writer) *flag.FlagSet {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: zarrfs %s [flags] %s\n", name, argsUsage)
-		fs.PrintDefaults()
+		// Flags without a usage text are for developers and stay hidden.
+		shown := flag.NewFlagSet(name, flag.ContinueOnError)
+		shown.SetOutput(stderr)
+		fs.VisitAll(func(f *flag.Flag) {
+			if f.Usage != "" {
+				shown.Var(f.Value, f.Name, f.Usage)
+				shown.Lookup(f.Name).DefValue = f.DefValue
+			}
+		})
+		shown.PrintDefaults()
 	}
 	return fs
 }

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -29,6 +31,8 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	allowOther := flags.Bool("allow-other", false, "let other users access the mount")
 	logLevel := flags.String("log-level", "info", "debug, info, warn or error (debug also logs every FUSE request)")
 	cacheSize := flags.String("cache-size", "256MiB", "bound of the shard index and chunk cache (e.g. 64MiB, 1GiB, or bytes)")
+	statsInterval := flags.Duration("stats-interval", 0, "log the counters of MNT/.zarrfs/stats this often (e.g. 1m; 0: never)")
+	cpuProfile := flags.String("cpuprofile", "", "") // for performance work: hidden
 	if code, ok := parse(flags, args, 2, 2); !ok {
 		return code
 	}
@@ -47,6 +51,23 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cacheBytes, err := parseSize(*cacheSize)
 	if err != nil {
 		return fail(stderr, fmt.Errorf("--cache-size: %v", err))
+	}
+	if *statsInterval < 0 {
+		return fail(stderr, fmt.Errorf("--stats-interval must not be negative"))
+	}
+	// The cache is most of what zarrfs keeps in memory. A soft limit a
+	// little above it makes the garbage collector run more often rather
+	// than let the heap grow to twice what is live, so the process stays
+	// within the cache size plus 64 MiB.
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
+		debug.SetMemoryLimit(cacheBytes + 48<<20)
+	}
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return fail(stderr, fmt.Errorf("--cpuprofile: %v", err))
+		}
+		defer stop()
 	}
 	storeDir, mnt := flags.Arg(0), flags.Arg(1)
 	if err := checkMountpoint(mnt); err != nil {
@@ -88,6 +109,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	server, err := fs.Mount(mnt, ks, fs.Options{
 		Views: views, ReadOnly: *readOnly, AllowOther: *allowOther,
 		FsName: "zarrfs:" + abs, Logger: logger, Debug: level <= slog.LevelDebug,
+		StatsInterval: *statsInterval,
 	})
 	if err != nil {
 		if writer != nil {
@@ -100,7 +122,12 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		<-ctx.Done()
 		logger.Info("unmounting", "mountpoint", mnt)
 		if err := server.Unmount(); err != nil {
-			logger.Error("unmount failed", "mountpoint", mnt, "error", err)
+			// Busy (open files, a shell inside): detach it now. Open files
+			// keep working, and Wait returns when the last one is closed.
+			logger.Warn("mount point busy: detached; zarrfs exits when its last open file is closed", "mountpoint", mnt, "error", err)
+			if err := unmount(mnt, true); err != nil {
+				logger.Error("unmount failed", "mountpoint", mnt, "error", err)
+			}
 		}
 	}()
 	server.Wait()
@@ -111,6 +138,22 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 	}
 	return 0
+}
+
+// startCPUProfile profiles the process into path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 func parseViews(v string) ([]keyspace.View, error) {
@@ -219,18 +262,27 @@ func runUmount(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if mounted, err := isMountpoint(mnt); err == nil && !mounted {
 		return fail(stderr, fmt.Errorf("%s is not a mount point", mnt))
 	}
-	if err := unmount(mnt); err != nil {
+	if err := unmount(mnt, false); err != nil {
 		return fail(stderr, fmt.Errorf("umount %s: %w", mnt, err))
 	}
 	return 0
 }
 
-// unmount detaches a FUSE mount: directly as root, through fusermount3 otherwise.
-func unmount(mnt string) error {
+// unmount detaches a FUSE mount: directly as root, through fusermount3
+// otherwise. A lazy unmount succeeds even when the mount is busy.
+func unmount(mnt string, lazy bool) error {
 	if os.Geteuid() == 0 {
-		return syscall.Unmount(mnt, 0)
+		flags := 0
+		if lazy {
+			flags = syscall.MNT_DETACH
+		}
+		return syscall.Unmount(mnt, flags)
 	}
-	out, err := exec.Command("fusermount3", "-u", mnt).CombinedOutput()
+	args := []string{"-u", mnt}
+	if lazy {
+		args = []string{"-u", "-z", mnt}
+	}
+	out, err := exec.Command("fusermount3", args...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%v: %s", err, strings.TrimSpace(string(out)))
 	}

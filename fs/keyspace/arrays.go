@@ -36,6 +36,9 @@ type arrayView struct {
 	source *codec.Pipeline
 	target *codec.Pipeline
 	drop   int
+	// verify is set when files are stored bytes that end with a crc32c,
+	// which Open checks.
+	verify bool
 	// chunk and chain are the chunk shape and codecs of the view's grid.
 	chunk []int
 	chain []codec.Metadata
@@ -68,6 +71,7 @@ func newArrayView(f *FS, n *zarr.Node, v View) (*arrayView, error) {
 	if err != nil {
 		return nil, err
 	}
+	av.verify = av.target == nil && len(chain) > 0 && codec.IsTrailingCRC32C(chain[len(chain)-1])
 	return av, nil
 }
 
@@ -106,6 +110,7 @@ func (av *arrayView) setV2(n *zarr.Node, chunk []int, chain []codec.Metadata) er
 	if a.V2 != nil {
 		m = a.V2.Clone()
 		m.DimensionSeparator = av.keys.Separator
+		m.Compressor = codec.V2Compatible(m.Compressor)
 	} else {
 		m = &meta.ArrayV2{Shape: a.Shape, Chunks: chunk, FillValue: a.Fill(), DimensionSeparator: av.keys.Separator}
 		v2, ok := codec.ToV2(a.Type, chain, chunk)

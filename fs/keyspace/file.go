@@ -1,6 +1,7 @@
 package keyspace
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/zarrfs/zarrfs/zarr/store"
 )
@@ -87,6 +89,7 @@ type Handle struct {
 	off     int64
 	size    int64
 	release func()
+	served  *atomic.Uint64 // the Stats counter of the bytes read
 	// Version is the shard version the handle reads; it changes when the
 	// chunk's shard is rewritten.
 	Version string
@@ -103,23 +106,17 @@ func (h *Handle) ReadAt(p []byte, off int64) (int, error) {
 	if rest := h.size - off; int64(len(p)) > rest {
 		p = p[:rest]
 	}
+	var n int
+	var err error
 	if h.file == nil {
-		return copy(p, h.data[off:]), nil
-	}
-	n, err := h.file.ReadAt(p, h.off+off)
-	if err == io.EOF && n == len(p) {
+		n = copy(p, h.data[off:])
+	} else if n, err = h.file.ReadAt(p, h.off+off); err == io.EOF && n == len(p) {
 		err = nil
 	}
-	return n, err
-}
-
-// FdRange returns the descriptor and byte range the content lies at, so a
-// read can be spliced without copying; ok is false for in-memory content.
-func (h *Handle) FdRange() (fd uintptr, off, size int64, ok bool) {
-	if ff, isFd := h.file.(store.FdFile); isFd {
-		return ff.Fd(), h.off, h.size, true
+	if h.served != nil {
+		h.served.Add(uint64(n))
 	}
-	return 0, 0, 0, false
+	return n, err
 }
 
 // Close releases the shard file.
@@ -133,7 +130,24 @@ func (h *Handle) Close() {
 // Open opens the file for reading. Chunk files are located afresh (the
 // shard is checked for changes) and a dropped trailing checksum is
 // verified before the bytes are served.
-func (f *File) Open(ctx context.Context) (*Handle, error) {
+func (f *File) Open(ctx context.Context) (*Handle, error) { return f.open(ctx, true) }
+
+// ReadAt reads the file's content without an open handle: chunks are
+// located with the cached shard index (revalidated as Options.Revalidate
+// says), so that a mount whose kernel opens files without asking zarrfs
+// still serves current, verified bytes.
+func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	h, err := f.open(ctx, false)
+	if err != nil {
+		return 0, err
+	}
+	defer h.Close()
+	return h.ReadAt(p, off)
+}
+
+// open opens the file for reading; fresh checks the chunk's shard for
+// changes whatever the age of its cached index.
+func (f *File) open(ctx context.Context, fresh bool) (*Handle, error) {
 	if f.temp != nil {
 		f.temp.mu.Lock()
 		b := slices.Clone(f.temp.data)
@@ -142,10 +156,10 @@ func (f *File) Open(ctx context.Context) (*Handle, error) {
 	}
 	if f.arr == nil {
 		b := f.doc()
-		return &Handle{data: b, size: int64(len(b))}, nil
+		return &Handle{data: b, size: int64(len(b)), served: &f.fs.counts.metadataBytes}, nil
 	}
 	for range 3 { // retry when the shard is replaced under us
-		loc, ok, err := f.arr.locate(ctx, f.coords, true)
+		loc, ok, err := f.arr.locate(ctx, f.coords, fresh)
 		if err != nil {
 			return nil, err
 		}
@@ -157,11 +171,11 @@ func (f *File) Open(ctx context.Context) (*Handle, error) {
 			if err != nil {
 				return nil, err
 			}
-			return &Handle{data: b, size: int64(len(b)), Version: loc.version}, nil
+			return &Handle{data: b, size: int64(len(b)), served: &f.fs.counts.transcodedBytes, Version: loc.version}, nil
 		}
 		if loc.data != nil { // a pending update, validated when written
 			n := loc.n - int64(f.arr.drop)
-			return &Handle{data: loc.data[:n], size: n, Version: loc.version}, nil
+			return &Handle{data: loc.data[:n], size: n, served: &f.fs.counts.passThroughBytes, Version: loc.version}, nil
 		}
 		file, release, err := f.fs.files.acquire(ctx, loc.key, loc.version)
 		if errors.Is(err, errStale) {
@@ -174,7 +188,7 @@ func (f *File) Open(ctx context.Context) (*Handle, error) {
 			release()
 			return nil, err
 		}
-		return &Handle{file: file, off: loc.off, size: loc.n - int64(f.arr.drop), release: release, Version: loc.version}, nil
+		return &Handle{file: file, off: loc.off, size: loc.n - int64(f.arr.drop), release: release, served: &f.fs.counts.passThroughBytes, Version: loc.version}, nil
 	}
 	return nil, fmt.Errorf("%s: the shard keeps changing", f.path)
 }
@@ -196,10 +210,12 @@ func (f *File) readStored(ctx context.Context, loc location) ([]byte, error) {
 	return b, nil
 }
 
-// verifyTrailer checks the crc32c that pass-through leaves out, once per
-// shard version: the v2 view must not serve bytes it cannot vouch for.
+// verifyTrailer checks the crc32c that ends a chunk served as stored, once
+// per shard version: no view serves bytes that fail their checksum (v2
+// readers could not tell, as the view leaves the checksum out; not every
+// v3 reader checks it).
 func (f *File) verifyTrailer(ctx context.Context, file store.File, loc location) error {
-	if f.arr.drop != 4 {
+	if !f.arr.verify {
 		return nil
 	}
 	cacheKey := fmt.Sprintf("crc\x00%s\x00%s\x00%d", loc.key, loc.version, loc.off)
@@ -210,8 +226,7 @@ func (f *File) verifyTrailer(ctx context.Context, file store.File, loc location)
 	if _, err := file.ReadAt(b, loc.off); err != nil && err != io.EOF {
 		return fmt.Errorf("%s: %w", loc.key, err)
 	}
-	body := b[:len(b)-4]
-	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
+	if len(b) < 4 || crc32.Checksum(b[:len(b)-4], castagnoli) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
 		f.fs.logOnce(ctx, loc.key, "inner chunk checksum mismatch: its files give EIO", "chunk", f.path)
 		return fmt.Errorf("%w: %s: crc32c of inner chunk at offset %d does not match", ErrCorrupt, loc.key, loc.off)
 	}
@@ -241,7 +256,12 @@ func (f *File) transcoded(ctx context.Context, loc location) ([]byte, error) {
 		if err != nil {
 			return nil, 0, fmt.Errorf("transcode %s: %w", f.path, err)
 		}
-		return b, int64(len(b)), nil
+		f.fs.counts.transcodes.Add(1)
+		// Encoders allocate for the worst case, often twice what the
+		// bytes need: keep (and count against the cache's bound) only
+		// the bytes.
+		b = bytes.Clone(b)
+		return b, int64(cap(b)), nil
 	})
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/zarrfs/zarrfs/zarr/store"
 )
@@ -18,6 +19,7 @@ type fileCache struct {
 	open     map[string]*sharedFile // by key and version
 	idle     *list.List             // of *sharedFile with refs == 0
 	isClosed bool
+	opens    atomic.Uint64 // files opened, for Stats
 }
 
 type sharedFile struct {
@@ -50,6 +52,7 @@ func (c *fileCache) acquire(ctx context.Context, key, version string) (store.Fil
 	if err != nil {
 		return nil, nil, err
 	}
+	c.opens.Add(1)
 	if file.Info().Version != version {
 		file.Close()
 		return nil, nil, errStale

@@ -83,6 +83,7 @@ type FS struct {
 	opts   Options
 	cache  *cache.Cache
 	files  *fileCache
+	counts counters
 	roots  map[View]*Dir
 	mtime  time.Time
 	logged sync.Map // problem -> struct{}: log each problem once

@@ -18,7 +18,7 @@ import (
 	"github.com/zarrfs/zarrfs/zarr/zarrtest"
 )
 
-func openFS(t *testing.T, dir string, opts keyspace.Options) *keyspace.FS {
+func openFS(t testing.TB, dir string, opts keyspace.Options) *keyspace.FS {
 	t.Helper()
 	s, err := store.OpenDir(dir, true)
 	if err != nil {

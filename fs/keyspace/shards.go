@@ -102,6 +102,7 @@ func (av *arrayView) loadObject(ctx context.Context, key string) *objectState {
 	}
 	defer file.Close()
 	s.exists, s.info = true, file.Info()
+	av.fs.counts.indexLoads.Add(1)
 	s.index, s.err = av.shard.ReadIndex(file, s.info.Size)
 	if s.err != nil {
 		av.fs.logOnce(ctx, key, "unreadable shard index: its inner chunks give EIO", "error", s.err)

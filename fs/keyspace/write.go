@@ -262,14 +262,13 @@ func (av *arrayView) toStored(b []byte) ([]byte, error) {
 	return stored, nil
 }
 
-// chunkChanged tells the notifier about the chunk's file in every view,
-// and the directories on the way to it, whose listings may have changed.
+// chunkChanged tells the notifier about the chunk's file in every view.
+// Only the file: chunk key directories always exist, and a writable
+// mount's listings are not cached.
 func (f *FS) chunkChanged(a *zarr.Array, coords []int) {
 	for v, av := range f.arrays[a.Path] {
 		file := joinPath(a.Path, av.keys.Key(coords))
-		for p := file; p != a.Path && p != "." && p != ""; p = path.Dir(p) {
-			f.notify(Alias{View: v, Dir: parentOf(p), Name: path.Base(p)})
-		}
+		f.notify(Alias{View: v, Dir: parentOf(file), Name: path.Base(file)})
 	}
 }
 

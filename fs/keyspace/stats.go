@@ -1,0 +1,56 @@
+package keyspace
+
+import (
+	"sync/atomic"
+
+	"github.com/zarrfs/zarrfs/cache"
+)
+
+// Stats are the key spaces' counters since they were built: what the
+// cache holds and did, what was read from the store, and what was served.
+type Stats struct {
+	Cache cache.Stats `json:"cache"`
+	// IndexLoads counts shard indexes read from the store: first uses,
+	// and reloads after a change or an eviction.
+	IndexLoads uint64 `json:"index_loads"`
+	// ShardOpens counts shard files opened to read chunks, the misses of
+	// the cache of open shard files.
+	ShardOpens uint64 `json:"shard_opens"`
+	// Transcodes counts chunks re-encoded for a view, the misses of the
+	// cache of transcoded chunks.
+	Transcodes uint64 `json:"transcodes"`
+	Served     Served `json:"served"`
+}
+
+// Served counts the bytes read from files of the views, by where they
+// came from.
+type Served struct {
+	// PassThroughBytes are chunks' stored bytes, read from their shards
+	// (or from updates not yet written into them).
+	PassThroughBytes uint64 `json:"pass_through_bytes"`
+	// TranscodedBytes are chunks re-encoded for the view.
+	TranscodedBytes uint64 `json:"transcoded_bytes"`
+	// MetadataBytes are metadata documents.
+	MetadataBytes uint64 `json:"metadata_bytes"`
+}
+
+// counters are the live counters behind Stats.
+type counters struct {
+	indexLoads, transcodes                           atomic.Uint64
+	passThroughBytes, transcodedBytes, metadataBytes atomic.Uint64
+}
+
+// Stats returns the current counters.
+func (f *FS) Stats() Stats {
+	return Stats{
+		Cache:      f.cache.Stats(),
+		IndexLoads: f.counts.indexLoads.Load(),
+		ShardOpens: f.files.opens.Load(),
+		Transcodes: f.counts.transcodes.Load(),
+		Served: Served{
+			PassThroughBytes: f.counts.passThroughBytes.Load(),
+			TranscodedBytes:  f.counts.transcodedBytes.Load(),
+			MetadataBytes:    f.counts.metadataBytes.Load(),
+		},
+	}
+}

@@ -1,0 +1,129 @@
+package keyspace_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"testing"
+
+	"github.com/zarrfs/zarrfs/fs/keyspace"
+	"github.com/zarrfs/zarrfs/zarr/zarrtest"
+)
+
+// TestStats reads every file of both views twice and checks what the
+// counters say: indexes loaded and shards opened once (the caches hold
+// them), every byte counted once per read by where it came from.
+func TestStats(t *testing.T) {
+	dir := t.TempDir()
+	zarrtest.WriteV3Store(t, dir)
+	f := openFS(t, dir, keyspace.Options{})
+	if s := f.Stats(); s.IndexLoads != 0 || s.Served != (keyspace.Served{}) {
+		t.Fatalf("stats before any read: %+v", s)
+	}
+	for _, v := range []keyspace.View{keyspace.V3, keyspace.V2} {
+		materialize(t, f.Root(v), t.TempDir())
+	}
+	first := f.Stats()
+	if first.IndexLoads == 0 || first.ShardOpens == 0 || first.Transcodes == 0 {
+		t.Errorf("after reading everything: %+v", first)
+	}
+	if first.Served.PassThroughBytes == 0 || first.Served.TranscodedBytes == 0 || first.Served.MetadataBytes == 0 {
+		t.Errorf("served after reading everything: %+v", first.Served)
+	}
+	if first.Cache.Misses == 0 || first.Cache.Bytes == 0 || first.Cache.MaxBytes != 256<<20 {
+		t.Errorf("cache after reading everything: %+v", first.Cache)
+	}
+	for _, v := range []keyspace.View{keyspace.V3, keyspace.V2} {
+		materialize(t, f.Root(v), t.TempDir())
+	}
+	second := f.Stats()
+	if second.IndexLoads != first.IndexLoads || second.Transcodes != first.Transcodes {
+		t.Errorf("reading again loaded indexes or transcoded again: %+v, then %+v", first, second)
+	}
+	if second.Served.PassThroughBytes != 2*first.Served.PassThroughBytes || second.Served.TranscodedBytes != 2*first.Served.TranscodedBytes {
+		t.Errorf("reading again served %+v, then %+v in all", first.Served, second.Served)
+	}
+	if second.Cache.Hits <= first.Cache.Hits {
+		t.Errorf("reading again hit no cache: %+v, then %+v", first.Cache, second.Cache)
+	}
+}
+
+// TestReadAtWithoutHandle reads every chunk file of both views without
+// opening it, as read-only mounts do, and compares with an open handle.
+func TestReadAtWithoutHandle(t *testing.T) {
+	dir := t.TempDir()
+	zarrtest.WriteV3Store(t, dir)
+	f := openFS(t, dir, keyspace.Options{})
+	ctx := context.Background()
+	var walk func(d *keyspace.Dir)
+	files := 0
+	walk = func(d *keyspace.Dir) {
+		for e, err := range d.List(ctx) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := d.Lookup(ctx, e.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Dir != nil {
+				walk(got.Dir)
+				continue
+			}
+			h, err := got.File.Open(ctx)
+			if err != nil {
+				t.Fatalf("open %s: %v", got.File, err)
+			}
+			want, err := io.ReadAll(io.NewSectionReader(h, 0, h.Size()))
+			h.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// In two reads, the second past the end, as the kernel does.
+			half := len(want) / 2
+			b := make([]byte, len(want)+7)
+			n1, err := got.File.ReadAt(ctx, b[:half], 0)
+			if err != nil || n1 != half {
+				t.Fatalf("%s: ReadAt first half: %d, %v", got.File, n1, err)
+			}
+			n2, err := got.File.ReadAt(ctx, b[half:], int64(half))
+			if err != nil && err != io.EOF {
+				t.Fatalf("%s: ReadAt second half: %v", got.File, err)
+			}
+			if !bytes.Equal(b[:n1+n2], want) {
+				t.Fatalf("%s: ReadAt without a handle read other bytes than an open handle", got.File)
+			}
+			if n, err := got.File.ReadAt(ctx, b, int64(len(want))); n != 0 || err != io.EOF {
+				t.Fatalf("%s: ReadAt at the end: %d, %v; want 0, EOF", got.File, n, err)
+			}
+			files++
+		}
+	}
+	walk(f.Root(keyspace.V3))
+	walk(f.Root(keyspace.V2))
+	if files == 0 {
+		t.Fatal("no files")
+	}
+}
+
+// BenchmarkLookupChunk resolves a chunk file name whose shard index is
+// cached, the work behind every cold stat and open of a chunk.
+func BenchmarkLookupChunk(b *testing.B) {
+	dir := b.TempDir()
+	zarrtest.WriteV3Store(b, dir)
+	f := openFS(b, dir, keyspace.Options{})
+	ctx := context.Background()
+	e, err := f.Root(keyspace.V2).Lookup(ctx, "uint16_zstd_end")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := e.Dir.Lookup(ctx, "1.2"); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := e.Dir.Lookup(ctx, "1.2"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
