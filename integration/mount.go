@@ -74,6 +74,9 @@ func (w *lockedWriter) Write(p []byte) (int, error) {
 	return w.m.log.Write(p)
 }
 
+// Pid is the process id of zarrfs.
+func (m *Mount) Pid() int { return m.cmd.Process.Pid }
+
 // Log is what the process printed so far.
 func (m *Mount) Log() string {
 	m.mu.Lock()
@@ -82,23 +85,42 @@ func (m *Mount) Log() string {
 }
 
 // Stop sends SIGTERM and waits for a clean exit; the mount must be gone.
-func (m *Mount) Stop() error {
-	if err := m.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+func (m *Mount) Stop() error { return m.StopWith(syscall.SIGTERM) }
+
+// StopWith sends sig (SIGTERM or SIGINT both unmount) and waits for a clean
+// exit; the mount must be gone.
+func (m *Mount) StopWith(sig os.Signal) error {
+	if err := m.Signal(sig); err != nil {
 		return err
 	}
+	return m.Wait(30 * time.Second)
+}
+
+// Signal sends sig to the process, unless it has exited.
+func (m *Mount) Signal(sig os.Signal) error {
+	if err := m.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	return nil
+}
+
+// Wait waits for the process to exit on its own (after an unmount) and
+// checks that it exited 0 and left no mount behind. After timeout it kills
+// the process and removes the mount.
+func (m *Mount) Wait(timeout time.Duration) error {
 	select {
 	case err := <-m.done:
 		m.done <- err
 		if err != nil {
 			return fmt.Errorf("zarrfs mount exited with %v\n%s", err, m.Log())
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(timeout):
 		m.Kill()
-		return fmt.Errorf("zarrfs mount did not exit within 30s of SIGTERM\n%s", m.Log())
+		return fmt.Errorf("zarrfs mount did not exit within %v\n%s", timeout, m.Log())
 	}
 	if mounted, _ := IsMounted(m.Dir); mounted {
 		ForceUnmount(m.Dir)
-		return fmt.Errorf("SIGTERM left %s mounted", m.Dir)
+		return fmt.Errorf("zarrfs mount exited but left %s mounted", m.Dir)
 	}
 	return nil
 }
@@ -114,13 +136,39 @@ func (m *Mount) Kill() {
 	ForceUnmount(m.Dir)
 }
 
-// ForceUnmount lazily detaches whatever is mounted at dir.
+// ForceUnmount aborts the FUSE connection of whatever is mounted at dir
+// and lazily detaches it.
 func ForceUnmount(dir string) {
 	if mounted, _ := IsMounted(dir); mounted {
+		Abort(dir)
 		if syscall.Unmount(dir, syscall.MNT_DETACH) != nil {
 			exec.Command("fusermount3", "-uz", dir).Run()
 		}
 	}
+}
+
+// Abort aborts the FUSE connection of the mount at dir, as umount -f does:
+// requests pending on it fail, and so does every later one, until it is
+// unmounted. That frees processes a killed zarrfs left waiting: a thread of
+// zarrfs blocked in the kernel (invalidating a cache entry) keeps the
+// connection, and the requests it waits for, alive.
+func Abort(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	info, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	for line := range strings.SplitSeq(string(info), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) > 4 && strings.ReplaceAll(fields[4], `\040`, " ") == abs {
+			_, minor, _ := strings.Cut(fields[2], ":")
+			return os.WriteFile(filepath.Join("/sys/fs/fuse/connections", minor, "abort"), []byte("1"), 0)
+		}
+	}
+	return fmt.Errorf("%s is not a mount point", dir)
 }
 
 // IsMounted reports whether dir is a mount point, from /proc/self/mountinfo.

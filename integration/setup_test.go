@@ -54,6 +54,7 @@ func mount(t *testing.T, store string, args ...string) *integration.Mount {
 				t.Errorf("unmount: %v", err)
 			}
 		}
+		m.Kill() // a process the test left running without its mount
 	})
 	return m
 }

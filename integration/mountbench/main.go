@@ -1,0 +1,425 @@
+// Command mountbench measures a real zarrfs mount against native access to
+// the same data and prints one table of medians, with the ratio to native
+// and PASS/MISS against the project's performance targets (`make bench`
+// runs it).
+//
+// It writes its own datasets with the zarr writer (a sharded v3 store of
+// 1 GiB logical data, a native v2 copy and a native directory of as many
+// files as a 100k-chunk directory), mounts them with the zarrfs binary and
+// runs, interleaving zarrfs with its baseline to even out machine noise:
+//
+//  1. every chunk file read whole through v3/ and v2/ (pass-through and
+//     transcoded) vs pread of the same ranges of the shard files, with
+//     warm caches and cold (caches dropped, zarrfs remounted);
+//  2. zarr-python 2 reading whole arrays through v2/ vs a native v2 copy;
+//  3. the same vs the native copy through bindfs (FUSE pass-through);
+//  4. stat of every file and listing of a 100k-chunk directory vs native;
+//  5. 1% of the chunks at random on a fresh mount vs pread;
+//  6. the peak RSS of zarrfs --cache-size 64MiB reading everything;
+//  7. writes through a read-write mount of a second store (writes.go):
+//     zarr-python 2 writing a 256 MiB array through v2/ vs a native v2
+//     copy, and every inner chunk of one shard written one by one through
+//     v3/ vs the shard written natively, with and without fsync.
+//
+// Usage:
+//
+//	go run ./integration/mountbench [flags]
+//
+// Flags:
+//
+//	-quick          small datasets (1/8 of the volume, 10k-chunk directory) and 3 runs
+//	-runs N         measured runs per case (default 5, 3 with -quick)
+//	-warmup N       unmeasured warm-up rounds before warm measurements (default 1)
+//	-bin PATH       zarrfs binary (default: built from this repository)
+//	-dir DIR        work directory, kept and reused across runs (default: a temporary one, removed)
+//	-only LIST      comma-separated workloads: read,cold,python,meta,random,rss,write (default: all)
+//	-mount-args S   extra `zarrfs mount` flags, space-separated (the read mount always has --ro)
+//	-python PATH    Python with zarr-python 2 (default /usr/bin/python3, Debian's python3-zarr)
+//
+// It needs root (FUSE mounts, dropping the page cache) and bindfs.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/zarrfs/zarrfs/integration"
+)
+
+type config struct {
+	quick     bool
+	runs      int
+	warmup    int
+	bin       string
+	dir       string
+	only      map[string]bool
+	mountArgs []string
+	python    string
+}
+
+var workloads = []string{"read", "cold", "python", "meta", "random", "rss", "write"}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mountbench:", err)
+		os.Exit(2)
+	}
+	ms := newMounts()
+	// Unmount on signals too; the mount processes share our process group,
+	// so a Ctrl-C reaches them as well and they unmount themselves.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s := <-sigs
+		fmt.Fprintf(os.Stderr, "mountbench: %v: unmounting\n", s)
+		ms.stopAll()
+		os.Exit(1)
+	}()
+	err = run(cfg, ms, os.Stdout)
+	ms.stopAll()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mountbench:", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string) (config, error) {
+	fs := flag.NewFlagSet("mountbench", flag.ContinueOnError)
+	var cfg config
+	var only, mountArgs string
+	fs.BoolVar(&cfg.quick, "quick", false, "small datasets (1/8 of the volume, 10k-chunk directory) and 3 runs")
+	fs.IntVar(&cfg.runs, "runs", 0, "measured runs per case (default 5, 3 with -quick)")
+	fs.IntVar(&cfg.warmup, "warmup", 1, "unmeasured warm-up rounds before warm measurements")
+	fs.StringVar(&cfg.bin, "bin", "", "zarrfs binary (default: built from this repository)")
+	fs.StringVar(&cfg.dir, "dir", "", "work directory, kept and reused across runs (default: a temporary one, removed)")
+	fs.StringVar(&only, "only", strings.Join(workloads, ","), "comma-separated workloads to run")
+	fs.StringVar(&mountArgs, "mount-args", "", "extra `zarrfs mount` flags, space-separated")
+	fs.StringVar(&cfg.python, "python", "/usr/bin/python3", "Python with zarr-python 2")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if cfg.runs <= 0 {
+		cfg.runs = 5
+		if cfg.quick {
+			cfg.runs = 3
+		}
+	}
+	cfg.only = map[string]bool{}
+	for w := range strings.SplitSeq(only, ",") {
+		if !slices.Contains(workloads, w) {
+			return cfg, fmt.Errorf("-only: unknown workload %q (have %s)", w, strings.Join(workloads, ","))
+		}
+		cfg.only[w] = true
+	}
+	cfg.mountArgs = strings.Fields(mountArgs)
+	return cfg, nil
+}
+
+// bench is one run of the harness.
+type bench struct {
+	cfg       config
+	ms        *mounts
+	bin       string
+	work      string
+	storeDir  string // the sharded v3 store
+	nativeV2  string // its arrays as native Zarr v2
+	nativeDir string // a directory of as many files as the 100k-chunk array has chunks
+	mnt       string // the zarrfs mount point
+	bindMnt   string // bindfs over nativeV2
+	specs     []arraySpec
+	chunks    map[string][]chunk // by array
+	zarrfs    *integration.Mount
+	rows      []row
+	stats     []byte // the mount's .zarrfs/stats after the memory workload
+}
+
+func run(cfg config, ms *mounts, out io.Writer) (err error) {
+	if os.Geteuid() != 0 {
+		return errors.New("needs root: it mounts with FUSE and drops the page cache")
+	}
+	if err := integration.CanMount(); err != nil {
+		return err
+	}
+	b := &bench{cfg: cfg, ms: ms, specs: arraySpecs(cfg.quick), chunks: map[string][]chunk{}}
+	if b.work = cfg.dir; b.work == "" {
+		if b.work, err = os.MkdirTemp("", "zarrfs-mountbench-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(b.work)
+	}
+	b.storeDir = filepath.Join(b.work, "store")
+	b.nativeV2 = filepath.Join(b.work, "native-v2")
+	b.nativeDir = filepath.Join(b.work, "native-dir")
+	b.mnt = filepath.Join(b.work, "mnt")
+	b.bindMnt = filepath.Join(b.work, "bindfs")
+	for _, d := range []string{b.mnt, b.bindMnt} {
+		if mounted, _ := integration.IsMounted(d); mounted {
+			return fmt.Errorf("%s is still mounted from an earlier run; unmount it first", d)
+		}
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if b.bin = cfg.bin; b.bin == "" {
+		progress("building zarrfs")
+		root, err := repoRoot()
+		if err != nil {
+			return err
+		}
+		if b.bin, err = integration.Build(root, b.work); err != nil {
+			return err
+		}
+	}
+	loadBefore := loadAverage()
+	start := time.Now()
+	if err := b.prepare(); err != nil {
+		return err
+	}
+	steps := []struct {
+		name string
+		fn   func() error
+	}{
+		{"read", func() error { return b.readAll(false) }},
+		{"cold", func() error { return b.readAll(true) }},
+		{"python", b.zarrPythonReads},
+		{"meta", b.metadata},
+		{"random", b.randomReads},
+		{"rss", b.peakMemory},
+		{"write", b.writes},
+	}
+	for _, s := range steps {
+		if !cfg.only[s.name] {
+			continue
+		}
+		t := time.Now()
+		if err := s.fn(); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		progress(fmt.Sprintf("%s done in %s", s.name, time.Since(t).Round(time.Second)))
+	}
+	b.print(out, loadBefore, time.Since(start))
+	return nil
+}
+
+// prepare writes the datasets (unless a kept work directory has them),
+// mounts the store and lists the chunks.
+func (b *bench) prepare() error {
+	ctx := context.Background()
+	marker := filepath.Join(b.work, "datasets-complete")
+	want := fmt.Sprintf("quick=%v\n", b.cfg.quick)
+	if got, err := os.ReadFile(marker); err != nil || string(got) != want {
+		progress("writing the datasets")
+		for _, d := range []string{b.storeDir, b.nativeV2, b.nativeDir} {
+			if err := os.RemoveAll(d); err != nil {
+				return err
+			}
+		}
+		if err := writeStore(ctx, b.storeDir, b.specs); err != nil {
+			return err
+		}
+		if err := b.mount(); err != nil {
+			return err
+		}
+		zarray := func(name string) ([]byte, error) {
+			return os.ReadFile(filepath.Join(b.mnt, "v2", name, ".zarray"))
+		}
+		if err := writeNativeV2(ctx, b.nativeV2, b.specs, zarray); err != nil {
+			return err
+		}
+		many := b.specs[len(b.specs)-1]
+		if err := writeNativeDir(b.nativeDir, many.shape[0]/many.inner[0], many.inner[0]*many.typ.Size); err != nil {
+			return err
+		}
+		if err := os.WriteFile(marker, []byte(want), 0o644); err != nil {
+			return err
+		}
+	} else if err := b.mount(); err != nil {
+		return err
+	}
+	for _, s := range b.specs {
+		if !s.readBench {
+			continue
+		}
+		chunks, err := listChunks(ctx, b.storeDir, s.name)
+		if err != nil {
+			return err
+		}
+		b.chunks[s.name] = chunks
+	}
+	return nil
+}
+
+// mount mounts the store read-only at b.mnt.
+func (b *bench) mount(args ...string) error {
+	argv := append(append([]string{"--ro"}, b.cfg.mountArgs...), args...)
+	m, err := b.ms.startZarrfs(b.bin, b.storeDir, b.mnt, argv...)
+	if err != nil {
+		return err
+	}
+	b.zarrfs = m
+	return nil
+}
+
+// remount restarts zarrfs, emptying its caches and the kernel's caches of
+// the mount.
+func (b *bench) remount(args ...string) error {
+	if err := b.ms.stopZarrfs(b.mnt); err != nil {
+		return err
+	}
+	return b.mount(args...)
+}
+
+// repoRoot finds the module root above the working directory.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory: run from the repository or pass -bin")
+		}
+		dir = parent
+	}
+}
+
+func progress(msg string) {
+	fmt.Fprintf(os.Stderr, "mountbench %s: %s\n", time.Now().Format("15:04:05"), msg)
+}
+
+// row is one line of the table.
+type row struct {
+	section     string // set on section headings only
+	name        string
+	zarrfs, ref string
+	ratio       float64 // baseline time / zarrfs time; 0 when not compared
+	spread      float64 // the larger relative range of the runs of the two sides
+	// A target: a minimum ratio, a minimum rate, or a custom check.
+	atLeast   float64
+	minRate   float64
+	rateValue float64
+	check     string
+	pass      *bool
+}
+
+func (b *bench) section(title string) { b.rows = append(b.rows, row{section: title}) }
+func (b *bench) add(r row)            { b.rows = append(b.rows, r) }
+
+func (r row) result() (target string, pass *bool) {
+	switch {
+	case r.atLeast > 0:
+		ok := r.ratio >= r.atLeast
+		return fmt.Sprintf(">= %.2fx", r.atLeast), &ok
+	case r.minRate > 0:
+		ok := r.rateValue >= r.minRate
+		return ">= " + strings.TrimSuffix(formatCount(r.minRate), " ") + "/s", &ok
+	}
+	return r.check, r.pass
+}
+
+func (b *bench) print(w io.Writer, loadBefore string, elapsed time.Duration) {
+	fmt.Fprintf(w, "\nzarrfs mount benchmark: medians of %d runs (warm cases after %d warm-up round); ratio = baseline time / zarrfs time\n", b.cfg.runs, b.cfg.warmup)
+	fmt.Fprintf(w, "machine: %s; load average %s at start, %s at end; took %s\n", machine(), loadBefore, loadAverage(), elapsed.Round(time.Second))
+	fmt.Fprintf(w, "zarrfs:  %s mount %s STORE MNT\n", b.bin, strings.Join(append([]string{"--ro"}, b.cfg.mountArgs...), " "))
+	fmt.Fprintf(w, "store:   %s\n", b.describeStore())
+	const format = "%-66s %14s %14s %7s %10s %6s %6s\n"
+	fmt.Fprintf(w, "\n"+format, "case", "zarrfs", "baseline", "ratio", "target", "result", "spread")
+	passed, missed := 0, 0
+	for _, r := range b.rows {
+		if r.section != "" {
+			fmt.Fprintf(w, "%s\n", r.section)
+			continue
+		}
+		ratio := "-"
+		if r.ratio > 0 {
+			ratio = fmt.Sprintf("%.2f", r.ratio)
+		}
+		spread := "-"
+		if r.spread > 0 {
+			spread = fmt.Sprintf("%.0f%%", 100*r.spread)
+		}
+		target, pass := r.result()
+		result := ""
+		if pass != nil {
+			if result = "MISS"; *pass {
+				result = "PASS"
+				passed++
+			} else {
+				missed++
+			}
+		}
+		fmt.Fprintf(w, format, "  "+r.name, r.zarrfs, r.ref, ratio, target, result, spread)
+	}
+	fmt.Fprintf(w, "\ntargets: %d PASS, %d MISS (spread: range of the runs relative to the median, a noise gauge)\n", passed, missed)
+	if len(b.stats) > 0 {
+		fmt.Fprintf(w, "zarrfs .zarrfs/stats after workload 6: %s\n", strings.TrimSpace(string(b.stats)))
+	}
+}
+
+func (b *bench) describeStore() string {
+	var parts []string
+	for _, s := range b.specs {
+		var codecs []string
+		for _, c := range s.codecs {
+			codecs = append(codecs, c.Name)
+		}
+		parts = append(parts, fmt.Sprintf("%s %s %v in %v shards of %v inner chunks (%s, %s)",
+			s.name, s.typ, s.shape, s.shard, s.inner, s.innerSize(), strings.Join(codecs, "+")))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// ratio is how many times faster zarrfs was than the baseline.
+func ratio(baseline, zarrfs sample) float64 {
+	return baseline.median().Seconds() / zarrfs.median().Seconds()
+}
+
+func rate(bytes int64, d time.Duration) string {
+	return formatBytes(float64(bytes)/d.Seconds()) + "/s"
+}
+
+func perSecond(n int, d time.Duration, unit string) string {
+	return formatCount(float64(n)/d.Seconds()) + unit + "/s"
+}
+
+func formatBytes(n float64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	i := 0
+	for n >= 1024 && i < len(units)-1 {
+		n /= 1024
+		i++
+	}
+	if n == math.Trunc(n) {
+		return fmt.Sprintf("%.0f %s", n, units[i])
+	}
+	return fmt.Sprintf("%.1f %s", n, units[i])
+}
+
+func formatCount(n float64) string {
+	switch {
+	case n >= 1e6:
+		return fmt.Sprintf("%.2fM ", n/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.0fk ", n/1e3)
+	}
+	return fmt.Sprintf("%.0f ", n)
+}
