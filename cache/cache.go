@@ -79,6 +79,16 @@ func (c *Cache) Add(key string, value any, size int64) {
 	}
 }
 
+// Contains reports whether key is cached, without counting a hit or a
+// miss. It makes the entry recently used, as Get does: it is asked about
+// because it is wanted soon.
+func (c *Cache) Contains(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.lru.Get(key)
+	return ok
+}
+
 // Remove drops key from the cache.
 func (c *Cache) Remove(key string) {
 	c.mu.Lock()

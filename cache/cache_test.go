@@ -77,3 +77,15 @@ func TestGetOrLoadLoadsOnce(t *testing.T) {
 		t.Fatalf("LoadErrors = %d", s.LoadErrors)
 	}
 }
+
+// TestContains answers without counting a hit or a miss.
+func TestContains(t *testing.T) {
+	c := New(100)
+	c.Add("a", 1, 10)
+	if !c.Contains("a") || c.Contains("b") {
+		t.Fatal(`Contains("a"), Contains("b"): want true, false`)
+	}
+	if s := c.Stats(); s.Hits != 0 || s.Misses != 0 {
+		t.Fatalf("Contains counted: %+v", s)
+	}
+}

@@ -31,6 +31,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	allowOther := flags.Bool("allow-other", false, "let other users access the mount")
 	logLevel := flags.String("log-level", "info", "debug, info, warn or error (debug also logs every FUSE request)")
 	cacheSize := flags.String("cache-size", "256MiB", "bound of the shard index and chunk cache (e.g. 64MiB, 1GiB, or bytes)")
+	readAhead := flags.Int("read-ahead", 2, "transcoded chunks to prepare ahead of a reader reading chunks in key order (0: none)")
 	statsInterval := flags.Duration("stats-interval", 0, "log the counters of MNT/.zarrfs/stats this often (e.g. 1m; 0: never)")
 	cpuProfile := flags.String("cpuprofile", "", "") // for performance work: hidden
 	if code, ok := parse(flags, args, 2, 2); !ok {
@@ -51,6 +52,9 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cacheBytes, err := parseSize(*cacheSize)
 	if err != nil {
 		return fail(stderr, fmt.Errorf("--cache-size: %v", err))
+	}
+	if *readAhead < 0 {
+		return fail(stderr, fmt.Errorf("--read-ahead must not be negative"))
 	}
 	if *statsInterval < 0 {
 		return fail(stderr, fmt.Errorf("--stats-interval must not be negative"))
@@ -103,7 +107,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return fail(stderr, err)
 		}
 	}
-	ks = keyspace.New(h, keyspace.Options{V2Separator: *sep, CacheBytes: cacheBytes, Logger: logger, Writer: writer})
+	ks = keyspace.New(h, keyspace.Options{V2Separator: *sep, CacheBytes: cacheBytes, Logger: logger, Writer: writer, ReadAhead: *readAhead})
 	defer ks.Close()
 	abs, _ := filepath.Abs(storeDir)
 	server, err := fs.Mount(mnt, ks, fs.Options{

@@ -1,7 +1,6 @@
 package keyspace
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -194,11 +193,11 @@ func (f *File) open(ctx context.Context, fresh bool) (*Handle, error) {
 }
 
 // readStored reads a chunk's stored bytes.
-func (f *File) readStored(ctx context.Context, loc location) ([]byte, error) {
+func (av *arrayView) readStored(ctx context.Context, loc location) ([]byte, error) {
 	if loc.data != nil {
 		return loc.data, nil
 	}
-	file, release, err := f.fs.files.acquire(ctx, loc.key, loc.version)
+	file, release, err := av.fs.files.acquire(ctx, loc.key, loc.version)
 	if err != nil {
 		return nil, err
 	}
@@ -236,37 +235,14 @@ func (f *File) verifyTrailer(ctx context.Context, file store.File, loc location)
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// transcoded returns the chunk re-encoded with the view's codecs (cached).
+// transcoded returns the chunk re-encoded with the view's codecs (cached),
+// and has the chunks after it prepared when it is read in sequence.
 func (f *File) transcoded(ctx context.Context, loc location) ([]byte, error) {
-	cacheKey := fmt.Sprintf("tc\x00%s\x00%s\x00%s", f.view, f.path, loc.version)
-	v, err := f.fs.cache.GetOrLoad(cacheKey, func() (any, int64, error) {
-		stored, err := f.readStored(ctx, loc)
-		if err != nil {
-			return nil, 0, err
-		}
-		chunk, err := f.arr.source.Decode(stored)
-		if err != nil {
-			f.fs.logOnce(ctx, loc.key, "inner chunk does not decode: its files give EIO", "chunk", f.path, "error", err)
-			return nil, 0, fmt.Errorf("%w: %s: inner chunk %v: %v", ErrCorrupt, loc.key, f.coords, err)
-		}
-		// Sub-byte integers decode to one byte each, which is what the
-		// view's one-byte type stores.
-		chunk.Type = f.arr.target.Spec().Type
-		b, err := f.arr.target.Encode(chunk)
-		if err != nil {
-			return nil, 0, fmt.Errorf("transcode %s: %w", f.path, err)
-		}
-		f.fs.counts.transcodes.Add(1)
-		// Encoders allocate for the worst case, often twice what the
-		// bytes need: keep (and count against the cache's bound) only
-		// the bytes.
-		b = bytes.Clone(b)
-		return b, int64(cap(b)), nil
-	})
-	if err != nil {
-		return nil, err
+	b, err := f.arr.transcoded(ctx, f.coords, loc)
+	if err == nil {
+		f.fs.readAhead.after(f.arr, f.coords)
 	}
-	return v.([]byte), nil
+	return b, err
 }
 
 // Xattr is an extended attribute.

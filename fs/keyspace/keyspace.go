@@ -74,6 +74,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Writer takes writes; nil makes the views read-only.
 	Writer *writeback.Writer
+	// ReadAhead is how many transcoded chunks are prepared ahead of a
+	// reader reading an array's chunks in key order; 0 reads none ahead.
+	ReadAhead int
 }
 
 // FS holds the views of one hierarchy and the caches they share.
@@ -84,9 +87,11 @@ type FS struct {
 	cache  *cache.Cache
 	files  *fileCache
 	counts counters
-	roots  map[View]*Dir
-	mtime  time.Time
-	logged sync.Map // problem -> struct{}: log each problem once
+	// readAhead prepares transcoded chunks ahead of sequential readers.
+	readAhead *readAhead
+	roots     map[View]*Dir
+	mtime     time.Time
+	logged    sync.Map // problem -> struct{}: log each problem once
 
 	// arrays maps an array's path to how each view shows it, to find the
 	// aliases of a written chunk.
@@ -116,13 +121,14 @@ func New(h *zarr.Hierarchy, opts Options) *FS {
 	}
 	f := &FS{
 		h: h, store: h.Store, opts: opts,
-		cache:  cache.New(opts.CacheBytes),
-		files:  newFileCache(h.Store, 128),
-		mtime:  time.Now(),
-		arrays: map[string]map[View]*arrayView{},
-		vnodes: map[View]map[string]*vnode{},
-		temps:  temps{files: map[string]*tempFile{}},
-		notify: func(Alias) {},
+		cache:     cache.New(opts.CacheBytes),
+		files:     newFileCache(h.Store, 128),
+		readAhead: newReadAhead(opts.ReadAhead),
+		mtime:     time.Now(),
+		arrays:    map[string]map[View]*arrayView{},
+		vnodes:    map[View]map[string]*vnode{},
+		temps:     temps{files: map[string]*tempFile{}},
+		notify:    func(Alias) {},
 	}
 	f.roots = map[View]*Dir{V3: f.buildView(V3), V2: f.buildView(V2)}
 	return f
@@ -149,8 +155,12 @@ type Alias struct {
 // be set before the views are used.
 func (f *FS) SetNotifier(fn func(Alias)) { f.notify = fn }
 
-// Close releases open shard files.
-func (f *FS) Close() { f.files.close() }
+// Close waits for the transcodes under way ahead of readers and releases
+// open shard files.
+func (f *FS) Close() {
+	f.readAhead.work.Wait()
+	f.files.close()
+}
 
 // logOnce logs a problem the first time it is seen.
 func (f *FS) logOnce(ctx context.Context, key, msg string, args ...any) {

@@ -19,7 +19,10 @@ type Stats struct {
 	// Transcodes counts chunks re-encoded for a view, the misses of the
 	// cache of transcoded chunks.
 	Transcodes uint64 `json:"transcodes"`
-	Served     Served `json:"served"`
+	// ReadAhead counts the transcodes done ahead of a sequential reader
+	// (see Options.ReadAhead).
+	ReadAhead uint64 `json:"read_ahead"`
+	Served    Served `json:"served"`
 }
 
 // Served counts the bytes read from files of the views, by where they
@@ -47,6 +50,7 @@ func (f *FS) Stats() Stats {
 		IndexLoads: f.counts.indexLoads.Load(),
 		ShardOpens: f.files.opens.Load(),
 		Transcodes: f.counts.transcodes.Load(),
+		ReadAhead:  f.readAhead.ahead.Load(),
 		Served: Served{
 			PassThroughBytes: f.counts.passThroughBytes.Load(),
 			TranscodedBytes:  f.counts.transcodedBytes.Load(),

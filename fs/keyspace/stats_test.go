@@ -3,8 +3,10 @@ package keyspace_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/zarrfs/zarrfs/fs/keyspace"
 	"github.com/zarrfs/zarrfs/zarr/zarrtest"
@@ -124,6 +126,86 @@ func BenchmarkLookupChunk(b *testing.B) {
 	for b.Loop() {
 		if _, err := e.Dir.Lookup(ctx, "1.2"); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestReadAhead reads three transcoded chunks in key order: once the
+// second follows the first, the third is transcoded in the background,
+// so reading it transcodes nothing. Out of order, or with ReadAhead 0,
+// nothing is read ahead.
+func TestReadAhead(t *testing.T) {
+	dir := t.TempDir()
+	zarrtest.WriteV3Store(t, dir)
+	ctx := context.Background()
+	// bool_nested is transcoded in the v2 view (nested sharding).
+	array := func(f *keyspace.FS) *keyspace.Dir {
+		e, err := f.Root(keyspace.V2).Lookup(ctx, "bool_nested")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.Dir
+	}
+	// Three stored chunks in a row: i.0, i.1 and i.2 of one row.
+	var row []string
+	listed := map[string]bool{}
+	for e, err := range array(openFS(t, dir, keyspace.Options{})).List(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed[e.Name] = true
+	}
+	for i := range 4 {
+		if names := []string{fmt.Sprintf("%d.0", i), fmt.Sprintf("%d.1", i), fmt.Sprintf("%d.2", i)}; listed[names[0]] && listed[names[1]] && listed[names[2]] {
+			row = names
+			break
+		}
+	}
+	if row == nil {
+		t.Fatalf("no three stored chunks in a row of bool_nested: %v", listed)
+	}
+	lookup := func(d *keyspace.Dir, name string) {
+		t.Helper()
+		if _, err := d.Lookup(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitAhead := func(f *keyspace.FS, want uint64) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); f.Stats().ReadAhead < want; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("read ahead %d chunks, want %d", f.Stats().ReadAhead, want)
+			}
+		}
+	}
+
+	f := openFS(t, dir, keyspace.Options{ReadAhead: 2})
+	d := array(f)
+	lookup(d, row[0])
+	lookup(d, row[1])
+	waitAhead(f, 1)
+	before := f.Stats()
+	lookup(d, row[2])
+	if after := f.Stats(); after.Transcodes != before.Transcodes {
+		t.Errorf("reading %s after %s and %s transcoded it again (%d transcodes before, %d after)", row[2], row[0], row[1], before.Transcodes, after.Transcodes)
+	}
+
+	for _, c := range []struct {
+		what  string
+		opts  keyspace.Options
+		names []string
+	}{
+		{"out of order", keyspace.Options{ReadAhead: 2}, []string{row[1], row[0], row[2]}},
+		{"read-ahead off", keyspace.Options{}, row},
+	} {
+		f := openFS(t, dir, c.opts)
+		d := array(f)
+		for _, name := range c.names {
+			lookup(d, name)
+		}
+		f.Close() // waits for anything read ahead
+		if s := f.Stats(); s.ReadAhead != 0 || s.Transcodes != 3 {
+			t.Errorf("%s: read ahead %d chunks and transcoded %d, want 0 and 3", c.what, s.ReadAhead, s.Transcodes)
 		}
 	}
 }

@@ -8,6 +8,8 @@
 // files as a 100k-chunk directory), mounts them with the zarrfs binary and
 // runs, interleaving zarrfs with its baseline to even out machine noise:
 //
+//  0. the time of one FUSE request through zarrfs and bindfs, free and
+//     pinned to one CPU (what every request of the other workloads costs);
 //  1. every chunk file read whole through v3/ and v2/ (pass-through and
 //     transcoded) vs pread of the same ranges of the shard files, with
 //     warm caches and cold (caches dropped, zarrfs remounted);
@@ -32,7 +34,7 @@
 //	-warmup N       unmeasured warm-up rounds before warm measurements (default 1)
 //	-bin PATH       zarrfs binary (default: built from this repository)
 //	-dir DIR        work directory, kept and reused across runs (default: a temporary one, removed)
-//	-only LIST      comma-separated workloads: read,cold,python,meta,random,rss,write (default: all)
+//	-only LIST      comma-separated workloads: rtt,read,cold,python,meta,random,rss,write (default: all)
 //	-mount-args S   extra `zarrfs mount` flags, space-separated (the read mount always has --ro)
 //	-python PATH    Python with zarr-python 2 (default /usr/bin/python3, Debian's python3-zarr)
 //
@@ -68,7 +70,7 @@ type config struct {
 	python    string
 }
 
-var workloads = []string{"read", "cold", "python", "meta", "random", "rss", "write"}
+var workloads = []string{"rtt", "read", "cold", "python", "meta", "random", "rss", "write"}
 
 func main() {
 	cfg, err := parseFlags(os.Args[1:])
@@ -194,6 +196,7 @@ func run(cfg config, ms *mounts, out io.Writer) (err error) {
 		name string
 		fn   func() error
 	}{
+		{"rtt", b.roundTrips},
 		{"read", func() error { return b.readAll(false) }},
 		{"cold", func() error { return b.readAll(true) }},
 		{"python", b.zarrPythonReads},

@@ -1,0 +1,135 @@
+package keyspace
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// transcoded returns the chunk at coords, stored at loc, re-encoded with
+// the view's codecs. Results are cached by chunk and shard version, so a
+// rewritten shard is transcoded afresh.
+func (av *arrayView) transcoded(ctx context.Context, coords []int, loc location) ([]byte, error) {
+	f := av.fs
+	v, err := f.cache.GetOrLoad(av.transcodeKey(coords, loc.version), func() (any, int64, error) {
+		stored, err := av.readStored(ctx, loc)
+		if err != nil {
+			return nil, 0, err
+		}
+		chunk, err := av.source.Decode(stored)
+		if err != nil {
+			f.logOnce(ctx, loc.key, "inner chunk does not decode: its files give EIO", "array", av.path, "chunk", coords, "error", err)
+			return nil, 0, fmt.Errorf("%w: %s: inner chunk %v: %v", ErrCorrupt, loc.key, coords, err)
+		}
+		// Sub-byte integers decode to one byte each, which is what the
+		// view's one-byte type stores.
+		chunk.Type = av.target.Spec().Type
+		b, err := av.target.Encode(chunk)
+		if err != nil {
+			return nil, 0, fmt.Errorf("transcode %s chunk %v: %w", av.path, coords, err)
+		}
+		f.counts.transcodes.Add(1)
+		// Encoders allocate for the worst case, often twice what the
+		// bytes need: keep (and count against the cache's bound) only
+		// the bytes.
+		b = bytes.Clone(b)
+		return b, int64(cap(b)), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.([]byte), nil
+}
+
+func (av *arrayView) transcodeKey(coords []int, version string) string {
+	return fmt.Sprintf("tc\x00%s\x00%s\x00%v\x00%s", av.view, av.path, coords, version)
+}
+
+// readAhead transcodes, in the background, the chunks that follow the one
+// a reader is reading, when it reads an array's chunks in key order (as
+// cat of a directory, cp -r, and zarr-python reading a region do). A
+// transcode costs a decode and an encode, which then run on a CPU the
+// reader leaves idle instead of between its requests. Pass-through chunks
+// need none: they are byte ranges of the shard, which the kernel reads
+// ahead itself.
+type readAhead struct {
+	depth int           // chunks prepared ahead of the reader; 0: none
+	slots chan struct{} // one per background transcode under way
+	work  sync.WaitGroup
+	ahead atomic.Uint64 // chunks transcoded ahead, for Stats
+}
+
+func newReadAhead(depth int) *readAhead {
+	return &readAhead{depth: depth, slots: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1))}
+}
+
+// sequence remembers the last chunk of an array a reader asked for.
+type sequence struct {
+	mu   sync.Mutex
+	last []int
+}
+
+// after is told that the chunk at coords of av was read. When it follows
+// the chunk read before it, the next depth chunks are transcoded in the
+// background, as far as free slots allow (a busy machine reads no further
+// ahead: the reader then transcodes what it needs itself).
+func (r *readAhead) after(av *arrayView, coords []int) {
+	if r.depth == 0 {
+		return
+	}
+	av.seq.mu.Lock()
+	sequential := av.seq.last != nil && slices.Equal(av.nextChunk(av.seq.last), coords)
+	if !slices.Equal(av.seq.last, coords) {
+		av.seq.last = slices.Clone(coords)
+	}
+	av.seq.mu.Unlock()
+	if !sequential {
+		return
+	}
+	next := coords
+	for range r.depth {
+		if next = av.nextChunk(next); next == nil {
+			return
+		}
+		select {
+		case r.slots <- struct{}{}:
+		default:
+			return
+		}
+		coords := next
+		r.work.Go(func() {
+			defer func() { <-r.slots }()
+			r.prepare(av, coords)
+		})
+	}
+}
+
+// prepare transcodes the chunk at coords unless it is cached or empty.
+func (r *readAhead) prepare(av *arrayView, coords []int) {
+	ctx := context.Background()
+	loc, ok, err := av.locate(ctx, coords, false)
+	if err != nil || !ok || av.fs.cache.Contains(av.transcodeKey(coords, loc.version)) {
+		return
+	}
+	// An error is the reader's to see (and log) when it gets there.
+	if _, err := av.transcoded(ctx, coords, loc); err == nil {
+		r.ahead.Add(1)
+	}
+}
+
+// nextChunk returns the coordinates after coords in C order of the view's
+// grid, the order of chunk keys; nil after the last chunk.
+func (av *arrayView) nextChunk(coords []int) []int {
+	next := slices.Clone(coords)
+	for d := len(next) - 1; d >= 0; d-- {
+		if next[d]++; next[d] < av.grid[d] {
+			return next
+		}
+		next[d] = 0
+	}
+	return nil
+}
