@@ -349,7 +349,9 @@ func (b *bench) metadata() error {
 			return err
 		}
 		s, err := interleave(b.cfg.warmup, b.cfg.runs,
-			func() (time.Duration, error) { return timed(func() error { _, err := readDir(b.nativeDir); return err }) },
+			func() (time.Duration, error) {
+				return timed(func() error { _, err := readDir(b.nativeDir); return err })
+			},
 			func() (time.Duration, error) { return timed(func() error { _, err := readDir(d.dir); return err }) },
 			func() (time.Duration, error) { return timed(func() error { return statAll(b.nativeDir, names) }) },
 			func() (time.Duration, error) { return timed(func() error { return statAll(d.dir, names) }) },
