@@ -24,17 +24,19 @@ import (
 // writeSpecs are the arrays of the write workload's store, created empty:
 // a volume zarr-python fills through the v2 view (256 MiB, 1/8 with
 // -quick), and arrays with one shard per measured round for writing a
-// shard's inner chunks one by one.
+// shard's inner chunks one by one (64 KiB and 512 KiB inner chunks).
 func (b *bench) writeSpecs() []arraySpec {
 	volume := []int{512, 512, 512}
 	if b.cfg.quick {
 		volume = []int{256, 256, 256}
 	}
-	shards := []int{128 * (b.cfg.warmup + b.cfg.runs), 128, 128}
+	rounds := b.cfg.warmup + b.cfg.runs
+	shards := []int{128 * rounds, 128, 128}
 	return []arraySpec{
 		{name: "volume", typ: dtype.TypeUint16, shape: volume, shard: []int{256, 256, 256}, inner: []int{64, 64, 64}, codecs: []codec.Metadata{bytesLE, zstd3}},
 		{name: "shards_raw", typ: dtype.TypeUint16, shape: shards, shard: []int{128, 128, 128}, inner: []int{32, 32, 32}, codecs: []codec.Metadata{bytesLE}},
 		{name: "shards_zstd", typ: dtype.TypeUint16, shape: shards, shard: []int{128, 128, 128}, inner: []int{32, 32, 32}, codecs: []codec.Metadata{bytesLE, zstd3}},
+		{name: "shards_large", typ: dtype.TypeUint16, shape: []int{256 * rounds, 256, 256}, shard: []int{256, 256, 256}, inner: []int{64, 64, 64}, codecs: []codec.Metadata{bytesLE}},
 	}
 }
 
