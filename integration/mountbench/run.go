@@ -353,8 +353,26 @@ func machine() string {
 	if unix.Uname(&u) == nil {
 		kernel = unix.ByteSliceToString(u.Release[:])
 	}
-	return fmt.Sprintf("GOMAXPROCS=%d, %d CPUs (%s), Linux %s, %s, %s/%s",
-		runtime.GOMAXPROCS(0), runtime.NumCPU(), cpu, kernel, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return fmt.Sprintf("GOMAXPROCS=%d, %d CPUs (%s), Linux %s, %s, %s/%s; %s",
+		runtime.GOMAXPROCS(0), runtime.NumCPU(), cpu, kernel, runtime.Version(), runtime.GOOS, runtime.GOARCH, cpuIdle())
+}
+
+// cpuIdle names the idle driver, and for a VM guest's haltpoll driver its
+// polling window: with guest_halt_poll_ns=0 an idle vCPU halts at once, and
+// waking it (as every FUSE request and reply does) costs tens of µs.
+func cpuIdle() string {
+	read := func(path string) string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "?"
+		}
+		return strings.TrimSpace(string(b))
+	}
+	driver := read("/sys/devices/system/cpu/cpuidle/current_driver")
+	if driver != "haltpoll" {
+		return "cpuidle " + driver
+	}
+	return "cpuidle haltpoll, guest_halt_poll_ns=" + read("/sys/module/haltpoll/parameters/guest_halt_poll_ns")
 }
 
 // loadAverage is the 1-minute load average, a gauge of how busy the
