@@ -168,10 +168,15 @@ func (w *Writer) update(ctx context.Context, a *zarr.Array, coords []int, data [
 	ps.last = now
 	w.pending += int64(len(data))
 	over := w.pending > w.opts.MaxPendingBytes
+	complete := len(ps.chunks) == a.Sharding().NumChunks()
 	w.mu.Unlock()
-	select {
-	case w.kick <- struct{}{}:
-	default:
+	// The publisher's ticker finds shards that went quiet; waking it for
+	// every update would cost a thread wakeup per chunk written.
+	if complete {
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
 	}
 	if over {
 		return w.relieve(ctx)
