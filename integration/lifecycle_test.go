@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	zfs "github.com/zarrfs/zarrfs/fs"
 	"github.com/zarrfs/zarrfs/integration"
 	"github.com/zarrfs/zarrfs/zarr/zarrtest"
 )
@@ -66,7 +67,7 @@ func TestStopBusy(t *testing.T) {
 				t.Fatal(err)
 			}
 			deadline := time.Now().Add(10 * time.Second)
-			for mounted := true; mounted; mounted, _ = integration.IsMounted(m.Dir) {
+			for mounted := true; mounted; mounted, _ = zfs.Mounted(m.Dir) {
 				if time.Now().After(deadline) {
 					t.Fatalf("%v did not unmount the busy mount within 10s\n%s", sig, m.Log())
 				}

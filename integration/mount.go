@@ -5,7 +5,6 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -16,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	zfs "github.com/zarrfs/zarrfs/fs"
 )
 
 // Build compiles cmd/zarrfs into dir and returns the binary's path.
@@ -52,7 +53,7 @@ func Start(bin, store, dir string, args ...string) (*Mount, error) {
 	go func() { m.done <- m.cmd.Wait() }()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		if mounted, _ := IsMounted(dir); mounted {
+		if mounted, _ := zfs.Mounted(dir); mounted {
 			return m, nil
 		}
 		select {
@@ -118,7 +119,7 @@ func (m *Mount) Wait(timeout time.Duration) error {
 		m.Kill()
 		return fmt.Errorf("zarrfs mount did not exit within %v\n%s", timeout, m.Log())
 	}
-	if mounted, _ := IsMounted(m.Dir); mounted {
+	if mounted, _ := zfs.Mounted(m.Dir); mounted {
 		ForceUnmount(m.Dir)
 		return fmt.Errorf("zarrfs mount exited but left %s mounted", m.Dir)
 	}
@@ -139,7 +140,7 @@ func (m *Mount) Kill() {
 // ForceUnmount aborts the FUSE connection of whatever is mounted at dir
 // and lazily detaches it.
 func ForceUnmount(dir string) {
-	if mounted, _ := IsMounted(dir); mounted {
+	if mounted, _ := zfs.Mounted(dir); mounted {
 		Abort(dir)
 		if syscall.Unmount(dir, syscall.MNT_DETACH) != nil {
 			exec.Command("fusermount3", "-uz", dir).Run()
@@ -169,27 +170,6 @@ func Abort(dir string) error {
 		}
 	}
 	return fmt.Errorf("%s is not a mount point", dir)
-}
-
-// IsMounted reports whether dir is a mount point, from /proc/self/mountinfo.
-func IsMounted(dir string) (bool, error) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return false, err
-	}
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && strings.ReplaceAll(fields[4], `\040`, " ") == abs {
-			return true, nil
-		}
-	}
-	return false, sc.Err()
 }
 
 // CanMount reports why FUSE mounts cannot run here, or nil.

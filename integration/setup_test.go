@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	zfs "github.com/zarrfs/zarrfs/fs"
 	"github.com/zarrfs/zarrfs/integration"
 	"github.com/zarrfs/zarrfs/zarr/zarrtest"
 )
@@ -49,7 +50,7 @@ func mount(t *testing.T, store string, args ...string) *integration.Mount {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if mounted, _ := integration.IsMounted(dir); mounted {
+		if mounted, _ := zfs.Mounted(dir); mounted {
 			if err := m.Stop(); err != nil {
 				t.Errorf("unmount: %v", err)
 			}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -203,7 +202,7 @@ func checkMountpoint(mnt string) error {
 	if !fi.IsDir() {
 		return fmt.Errorf("mount point %s is not a directory", mnt)
 	}
-	if mounted, err := isMountpoint(mnt); err == nil && mounted {
+	if mounted, err := fs.Mounted(mnt); err == nil && mounted {
 		return fmt.Errorf("mount point %s is busy: something is already mounted there", mnt)
 	}
 	entries, err := os.ReadDir(mnt)
@@ -216,54 +215,13 @@ func checkMountpoint(mnt string) error {
 	return nil
 }
 
-// isMountpoint looks dir up in /proc/self/mountinfo.
-func isMountpoint(dir string) (bool, error) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return false, err
-	}
-	if real, err := filepath.EvalSymlinks(abs); err == nil {
-		abs = real
-	}
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && unescapeMountinfo(fields[4]) == abs {
-			return true, nil
-		}
-	}
-	return false, sc.Err()
-}
-
-// unescapeMountinfo decodes the octal escapes (\040 for space) of mountinfo paths.
-func unescapeMountinfo(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var c int
-			if _, err := fmt.Sscanf(s[i+1:i+4], "%3o", &c); err == nil {
-				b.WriteByte(byte(c))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
 func runUmount(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	flags := newFlags("umount", "MOUNTPOINT", stderr)
 	if code, ok := parse(flags, args, 1, 1); !ok {
 		return code
 	}
 	mnt := flags.Arg(0)
-	if mounted, err := isMountpoint(mnt); err == nil && !mounted {
+	if mounted, err := fs.Mounted(mnt); err == nil && !mounted {
 		return fail(stderr, fmt.Errorf("%s is not a mount point", mnt))
 	}
 	if err := unmount(mnt, false); err != nil {

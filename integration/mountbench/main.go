@@ -56,6 +56,7 @@ import (
 	"syscall"
 	"time"
 
+	zfs "github.com/zarrfs/zarrfs/fs"
 	"github.com/zarrfs/zarrfs/integration"
 )
 
@@ -170,7 +171,7 @@ func run(cfg config, ms *mounts, out io.Writer) (err error) {
 	b.mnt = filepath.Join(b.work, "mnt")
 	b.bindMnt = filepath.Join(b.work, "bindfs")
 	for _, d := range []string{b.mnt, b.bindMnt} {
-		if mounted, _ := integration.IsMounted(d); mounted {
+		if mounted, _ := zfs.Mounted(d); mounted {
 			return fmt.Errorf("%s is still mounted from an earlier run; unmount it first", d)
 		}
 		if err := os.MkdirAll(d, 0o755); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	zfs "github.com/zarrfs/zarrfs/fs"
 	"github.com/zarrfs/zarrfs/integration"
 )
 
@@ -75,7 +76,7 @@ func (ms *mounts) startBindfs(src, dir string) error {
 	ms.bindfs[dir] = cmd
 	ms.mu.Unlock()
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
-		if mounted, _ := integration.IsMounted(dir); mounted {
+		if mounted, _ := zfs.Mounted(dir); mounted {
 			return nil
 		}
 		select {
@@ -251,31 +252,9 @@ func (p *preader) close() {
 }
 
 // readDir lists a directory as `ls -f` does (getdents64 into a 32 KiB
-// buffer, like glibc's readdir) and returns the number of entries.
-func readDir(dir string) (int, error) {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return 0, &os.PathError{Op: "open", Path: dir, Err: err}
-	}
-	defer unix.Close(fd)
-	buf := make([]byte, 32<<10)
-	entries := 0
-	for {
-		n, err := retry(func() (int, error) { return unix.Getdents(fd, buf) })
-		if err != nil {
-			return entries, &os.PathError{Op: "getdents", Path: dir, Err: err}
-		}
-		if n == 0 {
-			return entries, nil
-		}
-		_, count, _ := unix.ParseDirent(buf[:n], -1, nil)
-		entries += count
-	}
-}
-
-// readDirStat lists a directory and lstats each entry as it comes, as
-// `ls -l` does, and returns the number of entries.
-func readDirStat(dir string) (int, error) {
+// buffer, like glibc's readdir), with stat also lstatting each entry as it
+// comes, as `ls -l` does, and returns the number of entries.
+func readDir(dir string, stat bool) (int, error) {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return 0, &os.PathError{Op: "open", Path: dir, Err: err}
@@ -295,6 +274,9 @@ func readDirStat(dir string) (int, error) {
 		}
 		_, _, names = unix.ParseDirent(buf[:n], -1, names[:0])
 		for _, name := range names {
+			if !stat {
+				break
+			}
 			if _, err := retry(func() (int, error) { return 0, unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) }); err != nil {
 				return entries, &os.PathError{Op: "stat", Path: filepath.Join(dir, name), Err: err}
 			}

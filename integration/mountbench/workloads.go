@@ -343,10 +343,10 @@ func (b *bench) metadata() error {
 				remount bool
 				fn      func() error
 			}{
-				{&coldLsNative, false, func() error { _, err := readDir(b.nativeDir); return err }},
-				{&coldLs, true, func() (err error) { entries, err = readDir(d.dir); return err }},
-				{&coldLslNative, false, func() error { _, err := readDirStat(b.nativeDir); return err }},
-				{&coldLsl, true, func() error { _, err := readDirStat(d.dir); return err }},
+				{&coldLsNative, false, func() error { _, err := readDir(b.nativeDir, false); return err }},
+				{&coldLs, true, func() (err error) { entries, err = readDir(d.dir, false); return err }},
+				{&coldLslNative, false, func() error { _, err := readDir(b.nativeDir, true); return err }},
+				{&coldLsl, true, func() error { _, err := readDir(d.dir, true); return err }},
 				{&coldStatNative, false, func() error { return statAll(b.nativeDir, names) }},
 				{&coldStat, true, func() error { return statAll(d.dir, names) }},
 			} {
@@ -378,14 +378,16 @@ func (b *bench) metadata() error {
 			zarrfs: perSecond(n, coldStat.median(), "stats"), ref: perSecond(n, coldStatNative.median(), "stats"),
 			ratio: ratio(coldStatNative, coldStat), spread: coldStat.spread()})
 		// Warm: after a listing and a stat of everything.
-		if _, err := readDir(d.dir); err != nil {
+		if _, err := readDir(d.dir, false); err != nil {
 			return err
 		}
 		s, err := interleave(b.cfg.warmup, b.cfg.runs,
 			func() (time.Duration, error) {
-				return timed(func() error { _, err := readDir(b.nativeDir); return err })
+				return timed(func() error { _, err := readDir(b.nativeDir, false); return err })
 			},
-			func() (time.Duration, error) { return timed(func() error { _, err := readDir(d.dir); return err }) },
+			func() (time.Duration, error) {
+				return timed(func() error { _, err := readDir(d.dir, false); return err })
+			},
 			func() (time.Duration, error) { return timed(func() error { return statAll(b.nativeDir, names) }) },
 			func() (time.Duration, error) { return timed(func() error { return statAll(d.dir, names) }) },
 		)
