@@ -40,7 +40,7 @@ fuzz:
 
 # The codec and zarr benchmarks, c-blosc against our blosc (ratios per
 # frame), then the mount-level harness: one table of medians against native
-# with PASS/MISS per target (root, FUSE and bindfs; about 10 minutes, see
+# with PASS/MISS per target (root, FUSE and bindfs; about 15 minutes, see
 # integration/mountbench). make bench BENCHFLAGS=-quick for a short run.
 BENCHFLAGS ?=
 bench: build
