@@ -26,6 +26,10 @@ type zstdCodec struct {
 
 const zstdSmall = 256
 
+// zstdSlack is spare output capacity the decoder's unchecked block copies
+// need (klauspost/compress's compressedBlockOverAlloc).
+const zstdSlack = 16
+
 // zstdMaxMemory bounds what one DecodeAll may produce whatever the caller's
 // bound, as a last line against hostile frames.
 const zstdMaxMemory = 1 << 31
@@ -118,7 +122,12 @@ func (c *zstdCodec) Decode(b []byte, maxSize int) ([]byte, error) {
 			return nil, sizeExceeded(maxSize)
 		}
 		if h.FrameContentSize <= zstdMaxMemory {
-			out, err := zstdDec.DecodeAll(b, make([]byte, 0, int(h.FrameContentSize)))
+			// The slack lets the decoder use its fast copies for the last
+			// block too; it only ever fills when more frames follow.
+			out, err := zstdDec.DecodeAll(b, make([]byte, 0, int(h.FrameContentSize)+zstdSlack))
+			if err == nil && maxSize >= 0 && len(out) > maxSize {
+				return nil, sizeExceeded(maxSize)
+			}
 			if !errors.Is(err, zstd.ErrDecoderSizeExceeded) {
 				return zstdResult(out, err)
 			}
