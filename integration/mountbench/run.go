@@ -262,7 +262,6 @@ func readDir(dir string, stat bool) (int, error) {
 	defer unix.Close(fd)
 	buf := make([]byte, 32<<10)
 	var names []string
-	var st unix.Stat_t
 	entries := 0
 	for {
 		n, err := retry(func() (int, error) { return unix.Getdents(fd, buf) })
@@ -273,12 +272,9 @@ func readDir(dir string, stat bool) (int, error) {
 			return entries, nil
 		}
 		_, _, names = unix.ParseDirent(buf[:n], -1, names[:0])
-		for _, name := range names {
-			if !stat {
-				break
-			}
-			if _, err := retry(func() (int, error) { return 0, unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) }); err != nil {
-				return entries, &os.PathError{Op: "stat", Path: filepath.Join(dir, name), Err: err}
+		if stat {
+			if err := lstatAt(fd, dir, names); err != nil {
+				return entries, err
 			}
 		}
 		entries += len(names)
@@ -292,6 +288,11 @@ func statAll(dir string, names []string) error {
 		return &os.PathError{Op: "open", Path: dir, Err: err}
 	}
 	defer unix.Close(fd)
+	return lstatAt(fd, dir, names)
+}
+
+// lstatAt lstats every name relative to the open directory fd of dir.
+func lstatAt(fd int, dir string, names []string) error {
 	var st unix.Stat_t
 	for _, name := range names {
 		if _, err := retry(func() (int, error) { return 0, unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) }); err != nil {

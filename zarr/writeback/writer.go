@@ -76,6 +76,12 @@ type pendingShard struct {
 	retryAt    time.Time
 }
 
+// complete: every inner chunk of the shard has a pending update, so
+// nothing is gained by waiting to publish it.
+func (ps *pendingShard) complete() bool {
+	return len(ps.chunks) == ps.a.Sharding().NumChunks()
+}
+
 type pendingChunk struct {
 	Pending
 	pos Pos
@@ -168,7 +174,7 @@ func (w *Writer) update(ctx context.Context, a *zarr.Array, coords []int, data [
 	ps.last = now
 	w.pending += int64(len(data))
 	over := w.pending > w.opts.MaxPendingBytes
-	complete := len(ps.chunks) == a.Sharding().NumChunks()
+	complete := ps.complete()
 	w.mu.Unlock()
 	// The publisher's ticker finds shards that went quiet; waking it for
 	// every update would cost a thread wakeup per chunk written.
@@ -282,8 +288,7 @@ func (w *Writer) due(now time.Time) []string {
 		if ps.publishing || now.Before(ps.retryAt) {
 			continue
 		}
-		complete := len(ps.chunks) == ps.a.Sharding().NumChunks()
-		if complete || now.Sub(ps.last) >= w.opts.IdleDelay || now.Sub(ps.first) >= w.opts.MaxDelay {
+		if ps.complete() || now.Sub(ps.last) >= w.opts.IdleDelay || now.Sub(ps.first) >= w.opts.MaxDelay {
 			keys = append(keys, key)
 		}
 	}
