@@ -31,13 +31,7 @@ func (c *bz2Codec) Encode(b []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := w.Write(b); err != nil {
-		return nil, err
-	}
-	if err := w.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return compressAll(w, &buf, b)
 }
 
 func (c *bz2Codec) Decode(b []byte, maxSize int) ([]byte, error) {

@@ -38,26 +38,9 @@ var (
 func (*gzipCodec) EncodedSize(int) (int, bool) { return 0, false }
 
 func (c *gzipCodec) Encode(b []byte) ([]byte, error) {
-	pool := &gzipWriters[c.level+1]
-	var buf bytes.Buffer
-	buf.Grow(len(b)/2 + 64)
-	w, _ := pool.Get().(*gzip.Writer)
-	if w == nil {
-		var err error
-		if w, err = gzip.NewWriterLevel(&buf, c.level); err != nil {
-			return nil, err
-		}
-	} else {
-		w.Reset(&buf)
-	}
-	defer func() { w.Reset(io.Discard); pool.Put(w) }()
-	if _, err := w.Write(b); err != nil {
-		return nil, err
-	}
-	if err := w.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return encodePooled(&gzipWriters[c.level+1], b, func(w io.Writer) (*gzip.Writer, error) {
+		return gzip.NewWriterLevel(w, c.level)
+	})
 }
 
 func (c *gzipCodec) Decode(b []byte, maxSize int) ([]byte, error) {
@@ -103,26 +86,9 @@ var (
 func (*zlibCodec) EncodedSize(int) (int, bool) { return 0, false }
 
 func (c *zlibCodec) Encode(b []byte) ([]byte, error) {
-	pool := &zlibWriters[c.level+1]
-	var buf bytes.Buffer
-	buf.Grow(len(b)/2 + 64)
-	w, _ := pool.Get().(*zlib.Writer)
-	if w == nil {
-		var err error
-		if w, err = zlib.NewWriterLevel(&buf, c.level); err != nil {
-			return nil, err
-		}
-	} else {
-		w.Reset(&buf)
-	}
-	defer func() { w.Reset(io.Discard); pool.Put(w) }()
-	if _, err := w.Write(b); err != nil {
-		return nil, err
-	}
-	if err := w.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return encodePooled(&zlibWriters[c.level+1], b, func(w io.Writer) (*zlib.Writer, error) {
+		return zlib.NewWriterLevel(w, c.level)
+	})
 }
 
 func (c *zlibCodec) Decode(b []byte, maxSize int) ([]byte, error) {
@@ -139,4 +105,28 @@ func (c *zlibCodec) Decode(b []byte, maxSize int) ([]byte, error) {
 	defer zlibReaders.Put(r)
 	out, err := readAllLimited(r, initialCap(0, len(b), maxSize), maxSize)
 	return out, mapLibError(err)
+}
+
+// pooledWriter is a compressor that can be reused for another output.
+type pooledWriter interface {
+	io.WriteCloser
+	Reset(io.Writer)
+}
+
+// encodePooled compresses b with a writer from pool, made by newWriter when
+// the pool is empty: deflate writers allocate hundreds of KiB each.
+func encodePooled[W pooledWriter](pool *sync.Pool, b []byte, newWriter func(io.Writer) (W, error)) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.Grow(len(b)/2 + 64)
+	w, ok := pool.Get().(W)
+	if ok {
+		w.Reset(&buf)
+	} else {
+		var err error
+		if w, err = newWriter(&buf); err != nil {
+			return nil, err
+		}
+	}
+	defer func() { w.Reset(io.Discard); pool.Put(w) }()
+	return compressAll(w, &buf, b)
 }

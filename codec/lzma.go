@@ -94,13 +94,7 @@ func (c *lzmaCodec) Encode(b []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := w.Write(b); err != nil {
-		return nil, err
-	}
-	if err := w.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return compressAll(w, &buf, b)
 }
 
 var xzMagic = []byte{0xfd, '7', 'z', 'X', 'Z', 0}

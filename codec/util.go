@@ -110,6 +110,18 @@ func initialCap(hint, inLen, maxSize int) int {
 	return hint
 }
 
+// compressAll writes b through the compressor w, which writes into buf,
+// and closes w to flush its last block; the result is buf's bytes.
+func compressAll(w io.WriteCloser, buf *bytes.Buffer, b []byte) ([]byte, error) {
+	if _, err := w.Write(b); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
 // readAllLimited reads r to EOF into a buffer starting with capacity
 // initCap, failing with ErrCorrupt once more than maxSize bytes (maxSize
 // >= 0) come out.
