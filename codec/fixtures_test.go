@@ -11,6 +11,7 @@ import (
 
 	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/zarr/dtype"
+	"github.com/zarrfs/zarrfs/zarr/zarrtest"
 )
 
 // chunkFiles lists the stored chunk files of an array directory (every
@@ -60,7 +61,7 @@ type zarrayDoc struct {
 // TestFixturesV2 maps every v2 fixture array with FromV2, builds its
 // pipeline and decodes every chunk.
 func TestFixturesV2(t *testing.T) {
-	root := fixturesDir(t)
+	root := zarrtest.Fixtures(t)
 	files := findFiles(t, root, ".zarray")
 	if len(files) == 0 {
 		t.Fatal("no .zarray under the fixtures")
@@ -130,7 +131,7 @@ func checkBackToV2(t *testing.T, zarray string, p *codec.Pipeline) {
 // TestFixturesV3 builds the pipeline of every unsharded v3 fixture array
 // and decodes every chunk.
 func TestFixturesV3(t *testing.T) {
-	root := fixturesDir(t)
+	root := zarrtest.Fixtures(t)
 	n := 0
 	for _, f := range findFiles(t, root, "zarr.json") {
 		raw, err := os.ReadFile(f)

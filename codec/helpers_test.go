@@ -127,32 +127,3 @@ func head(b []byte) []byte {
 	}
 	return b
 }
-
-// repoDir is the directory holding go.mod.
-func repoDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-}
-
-// fixturesDir is ../shared/fixtures beside the repository, or skips.
-func fixturesDir(t testing.TB) string {
-	t.Helper()
-	dir := filepath.Join(repoDir(t), "..", "shared", "fixtures")
-	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("SKIP: fixtures not found at %s", dir)
-	}
-	return dir
-}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/zarr/dtype"
+	"github.com/zarrfs/zarrfs/zarr/zarrtest"
 )
 
 const python = "/usr/bin/python3"
@@ -119,7 +120,7 @@ func TestZarrPythonReadsOurChunks(t *testing.T) {
 // TestZarrPythonAgreesOnFixtures decodes every v2 fixture chunk with our
 // pipeline and with zarr-python 2.13 and compares.
 func TestZarrPythonAgreesOnFixtures(t *testing.T) {
-	root := fixturesDir(t)
+	root := zarrtest.Fixtures(t)
 	z := startZarrPython(t)
 	for _, f := range findFiles(t, root, ".zarray") {
 		rel, _ := filepath.Rel(root, filepath.Dir(f))
