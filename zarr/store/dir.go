@@ -124,14 +124,9 @@ func fileInfo(fi fs.FileInfo) Info {
 // onto key and syncs the directory, so the value is replaced atomically
 // and survives a crash once Put returns.
 func (d *Dir) Put(_ context.Context, key string, value []byte) error {
-	if err := d.writable(key); err != nil {
+	dir, err := d.makeParent(key)
+	if err != nil {
 		return err
-	}
-	dir := path.Dir(key)
-	if dir != "." {
-		if err := d.root.MkdirAll(dir, 0o755); err != nil {
-			return mapErr(key, err)
-		}
 	}
 	tmp := tempName(key)
 	f, err := d.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
@@ -153,6 +148,21 @@ func (d *Dir) Put(_ context.Context, key string, value []byte) error {
 		return mapErr(key, err)
 	}
 	return mapErr(key, d.syncDir(dir))
+}
+
+// makeParent checks that key may be written and creates the directory it
+// goes in, which it returns.
+func (d *Dir) makeParent(key string) (string, error) {
+	if err := d.writable(key); err != nil {
+		return "", err
+	}
+	dir := path.Dir(key)
+	if dir != "." {
+		if err := d.root.MkdirAll(dir, 0o755); err != nil {
+			return "", mapErr(key, err)
+		}
+	}
+	return dir, nil
 }
 
 // tempName returns a fresh hidden name in key's directory.

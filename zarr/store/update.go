@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"path"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -48,14 +47,9 @@ var _ Updater = (*Dir)(nil)
 
 // Update read-modify-writes key under its lock file.
 func (d *Dir) Update(ctx context.Context, key string, fn func(cur File) (Change, error)) error {
-	if err := d.writable(key); err != nil {
+	dir, err := d.makeParent(key)
+	if err != nil {
 		return err
-	}
-	dir := path.Dir(key)
-	if dir != "." {
-		if err := d.root.MkdirAll(dir, 0o755); err != nil {
-			return mapErr(key, err)
-		}
 	}
 	lock, err := d.lock(ctx, key+lockSuffix)
 	if err != nil {
