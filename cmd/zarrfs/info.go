@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"runtime"
 	"slices"
 	"strings"
@@ -148,11 +149,7 @@ func formatCodec(c codec.Metadata) string {
 	if json.Unmarshal(c.Configuration, &cfg) != nil || len(cfg) == 0 || c.Name == "sharding_indexed" {
 		return c.Name
 	}
-	keys := make([]string, 0, len(cfg))
-	for k := range cfg {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	keys := slices.Sorted(maps.Keys(cfg))
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		parts[i] = k + "=" + strings.Trim(string(cfg[k]), `"`)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"maps"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -257,12 +258,7 @@ func (av *arrayView) stored(ctx context.Context, prefix []int) iter.Seq2[[]int, 
 				return
 			}
 		}
-		keys := make([]string, 0, len(pending))
-		for key := range pending {
-			keys = append(keys, key)
-		}
-		slices.Sort(keys)
-		for _, key := range keys {
+		for _, key := range slices.Sorted(maps.Keys(pending)) {
 			p := pending[key]
 			if matchesPrefix(p.Coords, per, prefix) && !emit(p.Coords, p, func(int) bool { return false }) {
 				return

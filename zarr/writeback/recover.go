@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -97,19 +98,14 @@ func replay(ctx context.Context, u store.Updater, h *zarr.Hierarchy, dir string,
 		}
 		su.updates[e.Chunk] = update{data: e.Data, deleted: e.Delete}
 	}
-	keys := make([]string, 0, len(shards))
-	for k := range shards {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, key := range keys {
+	for _, key := range slices.Sorted(maps.Keys(shards)) {
 		su := shards[key]
 		if err := applyShard(ctx, u, su.a, key, su.updates); err != nil {
 			return n, fmt.Errorf("replay into %s: %w", key, err)
 		}
 	}
 	if n > 0 {
-		logger.Info("replayed a journal left by a writer that died", "journal", dir, "records", n, "shards", len(keys))
+		logger.Info("replayed a journal left by a writer that died", "journal", dir, "records", n, "shards", len(shards))
 	}
 	return n, nil
 }

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -360,15 +361,11 @@ func (w *Writer) Flush(ctx context.Context) error {
 	var errs []error
 	for {
 		w.mu.Lock()
-		keys := make([]string, 0, len(w.shards))
-		for key := range w.shards {
-			keys = append(keys, key)
-		}
+		keys := slices.Sorted(maps.Keys(w.shards))
 		w.mu.Unlock()
 		if len(keys) == 0 {
 			return nil
 		}
-		slices.Sort(keys)
 		errs = errs[:0]
 		for _, key := range keys {
 			if err := w.publish(ctx, key); err != nil {
