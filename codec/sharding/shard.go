@@ -1,6 +1,7 @@
 package sharding
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/zarrfs/zarrfs/codec"
@@ -11,37 +12,48 @@ import (
 // entries are empty), packing them densely in order. It returns nil when
 // every chunk is empty: such a shard is not stored at all.
 func (c *Codec) EncodeShard(chunks [][]byte) ([]byte, error) {
+	parts, err := c.ShardParts(chunks)
+	if parts == nil || err != nil {
+		return nil, err
+	}
+	return bytes.Join(parts, nil), nil
+}
+
+// ShardParts lays a shard out as EncodeShard does without copying the
+// chunks: the parts, one after another, are the shard (the chunks and the
+// encoded index). Writing them with one vectored write spares a buffer of
+// the shard's size.
+func (c *Codec) ShardParts(chunks [][]byte) ([][]byte, error) {
 	if len(chunks) != c.NumChunks() {
 		return nil, fmt.Errorf("sharding: %d inner chunks, the shard holds %d", len(chunks), c.NumChunks())
 	}
-	ix := NewIndex(len(chunks))
-	total := 0
-	for _, b := range chunks {
-		total += len(b)
-	}
-	if total == 0 && allNil(chunks) {
+	if allNil(chunks) {
 		return nil, nil
 	}
-	out := make([]byte, 0, total+c.indexSize)
+	ix := NewIndex(len(chunks))
+	parts := make([][]byte, 0, len(chunks)+1)
+	var off int64
 	if c.atStart {
-		out = out[:c.indexSize] // the index is filled in below
+		parts = append(parts, nil) // the index, filled in below
+		off = int64(c.indexSize)
 	}
 	for i, b := range chunks {
 		if b == nil {
 			continue
 		}
-		ix.Set(i, int64(len(out)), int64(len(b)))
-		out = append(out, b...)
+		ix.Set(i, off, int64(len(b)))
+		off += int64(len(b))
+		parts = append(parts, b)
 	}
 	enc, err := c.EncodeIndex(ix)
 	if err != nil {
 		return nil, fmt.Errorf("encode shard index: %w", err)
 	}
 	if c.atStart {
-		copy(out, enc)
-		return out, nil
+		parts[0] = enc
+		return parts, nil
 	}
-	return append(out, enc...), nil
+	return append(parts, enc), nil
 }
 
 func allNil(chunks [][]byte) bool {

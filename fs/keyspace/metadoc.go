@@ -144,7 +144,7 @@ func (f *FS) setAttributes(ctx context.Context, n *zarr.Node, attrs json.RawMess
 				return store.Change{}, err
 			}
 			out, err := doc.Marshal()
-			return store.Change{Value: out}, err
+			return store.Change{Value: [][]byte{out}}, err
 		})
 	case 2:
 		var b []byte

@@ -3,8 +3,10 @@ package store
 import (
 	"context"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -18,8 +20,10 @@ type Patch struct {
 
 // Change is what an update does to a value. The zero Change keeps it.
 type Change struct {
-	// Value replaces the value atomically.
-	Value []byte
+	// Value replaces the value atomically: its parts, one after another,
+	// are the new value (a shard's inner chunks and index, written
+	// without joining them first).
+	Value [][]byte
 	// Delete removes the value.
 	Delete bool
 	// Patches overwrite parts of the existing value in place instead,
@@ -113,7 +117,7 @@ func (d *Dir) apply(key string, lock *os.File, c Change) error {
 		if err := lock.Truncate(0); err != nil {
 			return err
 		}
-		if _, err := lock.WriteAt(c.Value, 0); err != nil {
+		if _, err := WriteParts(lock, 0, c.Value); err != nil {
 			return err
 		}
 		if err := lock.Sync(); err != nil {
@@ -178,4 +182,52 @@ func TryLock(f *os.File) (bool, error) {
 // than a key: temporary files of Put, lock files of Update, and StateDir.
 func hidden(dir, name string) bool {
 	return strings.Contains(name, tempMarker) || strings.HasSuffix(name, lockSuffix) || dir == "." && name == StateDir
+}
+
+// iovMax is the most buffers one vectored write takes (Linux's UIO_MAXIOV).
+const iovMax = 1024
+
+// WriteParts writes parts one after another into f at off with vectored
+// writes, as few as the kernel's limit on buffers per call allows, and
+// returns how many bytes it wrote.
+func WriteParts(f *os.File, off int64, parts [][]byte) (int64, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	parts = slices.Clone(parts) // trimmed below as they are written
+	var written int64
+	for {
+		for len(parts) > 0 && len(parts[0]) == 0 {
+			parts = parts[1:]
+		}
+		if len(parts) == 0 {
+			return written, nil
+		}
+		var n int
+		var werr error
+		if err := rc.Write(func(fd uintptr) bool {
+			n, werr = unix.Pwritev(int(fd), parts[:min(len(parts), iovMax)], off+written)
+			return true
+		}); err != nil {
+			return written, err
+		}
+		if werr == unix.EINTR {
+			continue
+		}
+		if werr != nil {
+			return written, &os.PathError{Op: "pwritev", Path: f.Name(), Err: werr}
+		}
+		if n == 0 {
+			return written, &os.PathError{Op: "pwritev", Path: f.Name(), Err: io.ErrShortWrite}
+		}
+		written += int64(n)
+		for n > 0 {
+			k := min(n, len(parts[0]))
+			parts[0], n = parts[0][k:], n-k
+			if len(parts[0]) == 0 {
+				parts = parts[1:]
+			}
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -29,7 +30,7 @@ func increment(ctx context.Context, s *store.Dir, key string) error {
 				return store.Change{}, fmt.Errorf("torn value %q", b)
 			}
 		}
-		return store.Change{Value: []byte(strconv.Itoa(n + 1))}, nil
+		return store.Change{Value: [][]byte{[]byte(strconv.Itoa(n + 1))}}, nil
 	})
 }
 
@@ -151,7 +152,7 @@ func TestUpdateChanges(t *testing.T) {
 	var sawNil bool
 	s.Update(ctx, "new/key", func(cur store.File) (store.Change, error) {
 		sawNil = cur == nil
-		return store.Change{Value: []byte("v")}, nil
+		return store.Change{Value: [][]byte{[]byte("v")}}, nil
 	})
 	if b, _ := s.Get(ctx, "new/key"); !sawNil || string(b) != "v" {
 		t.Fatalf("create through Update: nil=%v value=%q", sawNil, b)
@@ -162,5 +163,38 @@ func TestUpdateChanges(t *testing.T) {
 	ro, _ := openDir(t, true)
 	if err := ro.Update(ctx, "k", keep); !errors.Is(err, store.ErrReadOnly) {
 		t.Fatalf("Update on a read-only store: %v", err)
+	}
+}
+
+// WriteParts must write more parts than one vectored write takes, skip
+// empty ones, and start at the offset it is given.
+func TestWriteParts(t *testing.T) {
+	var parts [][]byte
+	for i := range 3000 {
+		switch {
+		case i%7 == 0:
+			parts = append(parts, nil)
+		case i%500 == 0:
+			parts = append(parts, bytes.Repeat([]byte{byte(i)}, 100<<10))
+		default:
+			parts = append(parts, bytes.Repeat([]byte{byte(i)}, i%13+1))
+		}
+	}
+	want := append([]byte("head"), bytes.Join(parts, nil)...)
+	f, err := os.Create(filepath.Join(t.TempDir(), "parts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write([]byte("head")); err != nil {
+		t.Fatal(err)
+	}
+	n, err := store.WriteParts(f, 4, parts)
+	if err != nil || n != int64(len(want)-4) {
+		t.Fatalf("WriteParts wrote %d bytes (%v), want %d", n, err, len(want)-4)
+	}
+	got, err := os.ReadFile(f.Name())
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("file holds %d bytes (%v), want the %d bytes of the parts after the head", len(got), err, len(want))
 	}
 }

@@ -1,6 +1,7 @@
 package writeback
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -121,32 +122,37 @@ func (j *Journal) rotate() error {
 func (j *Journal) Append(r Record) (Pos, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	pos, err := j.write(encodeRecord(r))
+	pos, err := j.write(recordParts(r))
 	if err == nil {
 		j.current.live++
 	}
 	return pos, err
 }
 
-// write appends an encoded entry to the current segment; j.mu must be held.
-func (j *Journal) write(b []byte) (Pos, error) {
+// write appends an entry, framed in parts, to the current segment; j.mu
+// must be held.
+func (j *Journal) write(parts [][]byte) (Pos, error) {
 	if j.closed {
 		return Pos{}, errors.New("journal: closed")
 	}
-	if j.current.size > 0 && j.current.size+int64(len(b)) > segmentMaxSize {
+	var size int64
+	for _, p := range parts {
+		size += int64(len(p))
+	}
+	if j.current.size > 0 && j.current.size+size > segmentMaxSize {
 		if err := j.rotate(); err != nil {
 			return Pos{}, err
 		}
 	}
 	seg := j.current
-	if _, err := seg.f.WriteAt(b, seg.size); err != nil {
+	if _, err := store.WriteParts(seg.f, seg.size, parts); err != nil {
 		// A partial entry ends its segment on replay (its checksum fails),
 		// so later entries must not follow it: start a new segment.
 		j.rotate()
 		return Pos{}, fmt.Errorf("journal: %w", err)
 	}
 	pos := Pos{seg.id, seg.size}
-	seg.size += int64(len(b))
+	seg.size += size
 	return pos, nil
 }
 
@@ -163,7 +169,7 @@ func (j *Journal) Release(p Pos) {
 func (j *Journal) Published(ps []Pos) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	_, err := j.write(encodeMarker(ps))
+	_, err := j.write(markerParts(ps))
 	for _, p := range ps {
 		j.release(p)
 	}
@@ -236,9 +242,10 @@ func (j *Journal) Close() error {
 	return os.RemoveAll(j.dir)
 }
 
-// encodeRecord frames a record: magic, body length, crc32c, body.
-func encodeRecord(r Record) []byte {
-	b := make([]byte, recordHeader, recordHeader+16+len(r.Array)+len(r.Shard)+len(r.Data))
+// recordParts frames a record: magic, body length, crc32c, body. The
+// body's data is its own part, written without being copied.
+func recordParts(r Record) [][]byte {
+	b := make([]byte, recordHeader, recordHeader+16+len(r.Array)+len(r.Shard))
 	var flags byte
 	if r.Delete {
 		flags = flagDelete
@@ -249,28 +256,32 @@ func encodeRecord(r Record) []byte {
 	b = binary.AppendUvarint(b, uint64(len(r.Shard)))
 	b = append(b, r.Shard...)
 	b = binary.AppendUvarint(b, uint64(r.Chunk))
-	return seal(append(b, r.Data...))
+	return seal(b, r.Data)
 }
 
-// encodeMarker frames a marker naming published records: the count, then
+// markerParts frames a marker naming published records: the count, then
 // each one's segment and offset.
-func encodeMarker(ps []Pos) []byte {
+func markerParts(ps []Pos) [][]byte {
 	b := append(make([]byte, recordHeader, recordHeader+1+10+20*len(ps)), flagPublished)
 	b = binary.AppendUvarint(b, uint64(len(ps)))
 	for _, p := range ps {
 		b = binary.AppendUvarint(b, uint64(p.seg))
 		b = binary.AppendUvarint(b, uint64(p.off))
 	}
-	return seal(b)
+	return seal(b, nil)
 }
 
-// seal fills in the header of an entry whose body follows it in b.
-func seal(b []byte) []byte {
-	body := b[recordHeader:]
-	binary.LittleEndian.PutUint32(b, recordMagic)
-	binary.LittleEndian.PutUint32(b[4:], uint32(len(body)))
-	binary.LittleEndian.PutUint32(b[8:], crc32.Checksum(body, castagnoli))
-	return b
+func encodeRecord(r Record) []byte { return bytes.Join(recordParts(r), nil) }
+func encodeMarker(ps []Pos) []byte { return bytes.Join(markerParts(ps), nil) }
+
+// seal fills in the header at the start of head for the body that follows
+// it in head and goes on in data.
+func seal(head, data []byte) [][]byte {
+	body := head[recordHeader:]
+	binary.LittleEndian.PutUint32(head, recordMagic)
+	binary.LittleEndian.PutUint32(head[4:], uint32(len(body)+len(data)))
+	binary.LittleEndian.PutUint32(head[8:], crc32.Update(crc32.Checksum(body, castagnoli), castagnoli, data))
+	return [][]byte{head, data}
 }
 
 // errTorn ends a segment: a record that was being written when its writer died.

@@ -441,7 +441,7 @@ func rebuild(sh *sharding.Codec, cur store.File, ix *sharding.Index, updates map
 		}
 		chunks[i] = b
 	}
-	value, err := sh.EncodeShard(chunks)
+	value, err := sh.ShardParts(chunks)
 	switch {
 	case err != nil:
 		return store.Change{}, err
