@@ -186,9 +186,13 @@ var (
 )
 
 func (n *fileNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	if wh, ok := fh.(*writeHandle); ok { // the size is what was written so far
-		n.b.fill(keyspace.Attr{Ino: n.StableAttr().Ino, Size: wh.h.Size(), Mtime: time.Now()}, &out.Attr)
-		return 0
+	// go-fuse hands in any open handle when the kernel names none (stat by
+	// path): a handle with content not yet committed answers with its size.
+	if wh, ok := fh.(*writeHandle); ok {
+		if size, pending := wh.h.Pending(); pending {
+			n.b.fill(keyspace.Attr{Ino: n.StableAttr().Ino, Size: size, Mtime: time.Now()}, &out.Attr)
+			return 0
+		}
 	}
 	f := n.file()
 	a, err := f.Attr(ctx)

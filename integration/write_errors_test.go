@@ -175,6 +175,44 @@ func TestWriteRejected(t *testing.T) {
 	checkStore(t, dir)
 }
 
+// TestWriteRefusedHandleOpen: a write handle whose content close refused
+// stays open while another descriptor of it does (and, after the last
+// close, until the kernel releases it, which it does asynchronously). Stat
+// by path meanwhile must show the chunk as it is stored, not the refused
+// bytes: go-fuse answers such a stat through any open handle of the file.
+func TestWriteRefusedHandleOpen(t *testing.T) {
+	dir, _ := writeStore(t)
+	a := storeArray(t, dir, "int32_gzip_start_nocrc")
+	m := mount(t, dir)
+	for _, view := range []string{"v3", "v2"} {
+		path := chunkPath(m.Dir, view, ".", a, []int{1, 1})
+		stored := readOrMissing(t, path)
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dup, err := syscall.Dup(int(f.Fd()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write([]byte("not a gzip stream")); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); !errors.Is(err, syscall.EINVAL) {
+			t.Errorf("%s: close of refused bytes: %v, want EINVAL", path, err)
+		}
+		if fi, err := os.Stat(path); err != nil {
+			t.Errorf("%s: stat while the refused handle is open: %v", path, err)
+		} else if fi.Size() != int64(len(stored)) {
+			t.Errorf("%s: stat while the refused handle is open: size %d, want the stored %d", path, fi.Size(), len(stored))
+		}
+		if got := readOrMissing(t, path); !bytes.Equal(got, stored) {
+			t.Errorf("%s: reads %d bytes while the refused handle is open, want the %d stored", path, len(got), len(stored))
+		}
+		syscall.Close(dup) // fails again: the same refused content
+	}
+}
+
 // TestWriteReadOnly: on a --ro mount every kind of write fails with EROFS
 // and the store is unchanged.
 func TestWriteReadOnly(t *testing.T) {

@@ -74,7 +74,9 @@ type WriteHandle struct {
 	buf   []byte
 	limit int64
 	dirty bool
-	fs    *FS
+	// refused is set when Commit rejected the content, until it changes.
+	refused bool
+	fs      *FS
 }
 
 // OpenWrite opens the file for writing, starting empty when truncate is set
@@ -130,7 +132,7 @@ func (h *WriteHandle) WriteAt(p []byte, off int64) (int, error) {
 		*buf = slices.Grow(*buf, int(end)-len(*buf))[:end]
 	}
 	copy((*buf)[off:], p)
-	h.dirty = true
+	h.dirty, h.refused = true, false
 	return len(p), nil
 }
 
@@ -168,20 +170,23 @@ func (h *WriteHandle) Truncate(size int64) error {
 	} else {
 		*buf = append(*buf, make([]byte, size-int64(len(*buf)))...)
 	}
-	h.dirty = true
+	h.dirty, h.refused = true, false
 	return nil
 }
 
-// Size is the size of the content.
-func (h *WriteHandle) Size() int64 {
+// Pending returns the size of the content written but not yet committed,
+// which is what the file holds for now; ok is false when the file is what
+// its last commit made it, or the content was refused (a failed close
+// leaves its handle open until the kernel releases it, later).
+func (h *WriteHandle) Pending() (size int64, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.temp != nil {
 		h.temp.mu.Lock()
 		defer h.temp.mu.Unlock()
-		return int64(len(h.temp.data))
+		return int64(len(h.temp.data)), true
 	}
-	return int64(len(h.buf))
+	return int64(len(h.buf)), h.dirty && !h.refused
 }
 
 // Commit validates and stores what was written since the last commit.
@@ -194,6 +199,7 @@ func (h *WriteHandle) Commit(ctx context.Context) error {
 		return nil
 	}
 	if err := h.file.commit(ctx, h.buf); err != nil {
+		h.refused = true
 		return err
 	}
 	h.dirty = false
