@@ -82,6 +82,10 @@ func Mount(dir string, ks *keyspace.FS, opts Options) (*fuse.Server, error) {
 		mountOpts.Options = append(mountOpts.Options, "ro")
 	}
 	root := b.root()
+	// Set before mounting: requests (and the notifications writes send)
+	// start as soon as the kernel has the mount, which can be well before
+	// Mount returns here on a busy machine.
+	b.rootInode = root.EmbeddedInode()
 	server, err := gofs.Mount(dir, root, &gofs.Options{
 		MountOptions:    mountOpts,
 		EntryTimeout:    &entryTTL,
@@ -92,7 +96,6 @@ func Mount(dir string, ks *keyspace.FS, opts Options) (*fuse.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.rootInode = root.EmbeddedInode()
 	if opts.StatsInterval > 0 {
 		done := make(chan struct{})
 		go func() {

@@ -158,12 +158,13 @@ func (b *binding) notify(a keyspace.Alias) {
 	}
 }
 
-// viewRoot is the inode of a view's root directory.
+// viewRoot is the inode of a view's root directory; nil for a view the
+// mount does not show.
 func (b *binding) viewRoot(v keyspace.View) *gofs.Inode {
-	if b.rootInode == nil {
-		return nil
-	}
 	if len(b.opts.Views) == 1 {
+		if b.opts.Views[0] != v {
+			return nil
+		}
 		return b.rootInode
 	}
 	return b.rootInode.GetChild(v.String())
