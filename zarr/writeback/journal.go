@@ -1,7 +1,6 @@
 package writeback
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -271,9 +270,6 @@ func markerParts(ps []Pos) [][]byte {
 	return seal(b, nil)
 }
 
-func encodeRecord(r Record) []byte { return bytes.Join(recordParts(r), nil) }
-func encodeMarker(ps []Pos) []byte { return bytes.Join(markerParts(ps), nil) }
-
 // seal fills in the header at the start of head for the body that follows
 // it in head and goes on in data.
 func seal(head, data []byte) [][]byte {
@@ -296,14 +292,6 @@ type entry struct {
 }
 
 func (e entry) marker() bool { return e.published != nil }
-
-// encode frames the entry again.
-func (e entry) encode() []byte {
-	if e.marker() {
-		return encodeMarker(e.published)
-	}
-	return encodeRecord(e.Record)
-}
 
 // decodeEntry reads the entry at the start of b and its encoded length.
 func decodeEntry(b []byte) (entry, int, error) {

@@ -402,3 +402,16 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 	})
 }
+
+// encodeRecord and encodeMarker frame entries as the journal writes them,
+// in one piece.
+func encodeRecord(r Record) []byte { return bytes.Join(recordParts(r), nil) }
+func encodeMarker(ps []Pos) []byte { return bytes.Join(markerParts(ps), nil) }
+
+// encode frames the entry again.
+func (e entry) encode() []byte {
+	if e.marker() {
+		return encodeMarker(e.published)
+	}
+	return encodeRecord(e.Record)
+}
