@@ -112,7 +112,11 @@ func (c *bloscCodec) Encode(b []byte) ([]byte, error) {
 }
 
 func (c *bloscCodec) Decode(b []byte, maxSize int) ([]byte, error) {
-	out, err := blosc.Decompress(nil, b, maxSize)
+	return c.DecodeInto(nil, b, maxSize)
+}
+
+func (c *bloscCodec) DecodeInto(dst, b []byte, maxSize int) ([]byte, error) {
+	out, err := blosc.Decompress(dst, b, maxSize)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}

@@ -149,6 +149,14 @@ type BytesToBytes interface {
 	EncodedSize(decoded int) (int, bool)
 }
 
+// DecoderInto is implemented by bytes->bytes codecs that can decode into
+// memory the caller owns: the result is in dst's memory when cap(dst) is
+// large enough, else in a new slice. Pipeline.Check uses it, so that
+// checking chunk after chunk touches no fresh memory.
+type DecoderInto interface {
+	DecodeInto(dst, b []byte, maxSize int) ([]byte, error)
+}
+
 // Metadata is a codec as named in v3 metadata.
 type Metadata struct {
 	Name          string          `json:"name"`

@@ -1,6 +1,7 @@
 package codec_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"math/rand/v2"
 	"testing"
@@ -37,6 +38,9 @@ func fuzzPipeline(f *testing.F, spec codec.Spec, chainJSON string) {
 				t.Fatalf("decoded a wrong chunk: %v", err)
 			}
 		}
+		if cerr := p.Check(b); (cerr == nil) != (err == nil) {
+			t.Fatalf("Check says %v where Decode says %v", cerr, err)
+		}
 	})
 }
 
@@ -59,10 +63,22 @@ func fuzzBytes(f *testing.F, m string) {
 		f.Add(enc)
 	}
 	const maxSize = 4096
+	into, _ := bb.(codec.DecoderInto)
+	scratch := make([]byte, 0, 64)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		out, err := bb.Decode(b, maxSize)
 		if err == nil && len(out) > maxSize {
 			t.Fatalf("decoded %d bytes, more than maxSize %d", len(out), maxSize)
+		}
+		if into == nil {
+			return
+		}
+		got, ierr := into.DecodeInto(scratch, b, maxSize)
+		if (ierr == nil) != (err == nil) || !bytes.Equal(got, out) {
+			t.Fatalf("DecodeInto gave %d bytes (%v) where Decode gave %d (%v)", len(got), ierr, len(out), err)
+		}
+		if cap(got) > cap(scratch) {
+			scratch = got[:0] // keep the grown buffer, as Pipeline.Check does
 		}
 	})
 }

@@ -2,6 +2,7 @@ package codec
 
 import (
 	"fmt"
+	"sync"
 )
 
 // MaxVariableSize bounds intermediate decoded sizes that the chunk spec
@@ -111,7 +112,30 @@ func (p *Pipeline) Encode(c *Chunk) ([]byte, error) {
 
 // Decode deserialises one encoded chunk and checks that it is exactly one
 // chunk of the pipeline's spec.
-func (p *Pipeline) Decode(b []byte) (*Chunk, error) {
+func (p *Pipeline) Decode(b []byte) (*Chunk, error) { return p.decode(b, nil) }
+
+// checkScratch holds the decompressed bytes of chunks being checked;
+// buffers beyond checkScratchMax are not kept.
+var checkScratch = sync.Pool{New: func() any { return new([]byte) }}
+
+const checkScratchMax = 16 << 20
+
+// Check reports whether b decodes to exactly one chunk of the pipeline's
+// spec, as Decode would, without keeping the chunk: a compressor that
+// can decode into given memory (DecoderInto) decodes into a pooled
+// buffer, so that validating written chunks one after another does not
+// allocate and fault in a chunk's worth of fresh memory each time.
+func (p *Pipeline) Check(b []byte) error {
+	scratch := checkScratch.Get().(*[]byte)
+	defer checkScratch.Put(scratch)
+	_, err := p.decode(b, scratch)
+	return err
+}
+
+// decode is Decode; with scratch set, the first decompressor that can
+// decodes into *scratch (growing it), so the chunk it returns may be in
+// the scratch memory.
+func (p *Pipeline) decode(b []byte, scratch *[]byte) (*Chunk, error) {
 	var err error
 	for i := len(p.bb) - 1; i >= 0; i-- {
 		want := p.sizes[i]
@@ -119,7 +143,16 @@ func (p *Pipeline) Decode(b []byte) (*Chunk, error) {
 		if want < 0 {
 			limit = MaxVariableSize
 		}
-		if b, err = p.bb[i].Decode(b, limit); err != nil {
+		if into, ok := p.bb[i].(DecoderInto); ok && scratch != nil {
+			b, err = into.DecodeInto(*scratch, b, limit)
+			if err == nil && cap(b) > cap(*scratch) && cap(b) <= checkScratchMax {
+				*scratch = b[:0]
+			}
+			scratch = nil // later stages read b: they must not write over it
+		} else {
+			b, err = p.bb[i].Decode(b, limit)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("decode %s: %w", p.names[len(p.aa)+1+i], err)
 		}
 		if want >= 0 && len(b) != want {

@@ -164,6 +164,54 @@ func TestTruncatedIsCorrupt(t *testing.T) {
 	}
 }
 
+// TestCheck: Check accepts what Decode accepts and refuses what it
+// refuses (cut or flipped bytes), and with a compressor that decodes into
+// given memory, checking chunk after chunk allocates about nothing.
+func TestCheck(t *testing.T) {
+	spec := codec.Spec{Shape: []int{64, 256}, Type: dtype.TypeUint16}
+	for _, tc := range []struct {
+		tail   string
+		reuses bool
+	}{
+		{`,{"name":"zstd","configuration":{"level":3,"checksum":true}}`, true},
+		{`,{"name":"zstd","configuration":{"level":3,"checksum":false}},{"name":"crc32c"}`, true},
+		{`,{"name":"blosc","configuration":{"cname":"lz4","clevel":5,"shuffle":"shuffle","typesize":2}}`, true},
+		{`,{"name":"blosc","configuration":{"cname":"zstd","clevel":5,"shuffle":"bitshuffle","typesize":2}}`, true},
+		{`,{"name":"gzip","configuration":{"level":5}}`, false},
+		{``, true},
+	} {
+		p, enc := encodeRandom(t, spec, `[`+le+tc.tail+`]`)
+		if err := p.Check(enc); err != nil {
+			t.Fatalf("%s: Check of a valid chunk: %v", tc.tail, err)
+		}
+		for n := range len(enc) {
+			variants := [][]byte{enc[:n], bytes.Clone(enc)}
+			variants[1][n] ^= 0x5a
+			for _, b := range variants {
+				_, derr := p.Decode(b)
+				if cerr := p.Check(b); (cerr == nil) != (derr == nil) {
+					t.Fatalf("%s, %d bytes: Check says %v where Decode says %v", tc.tail, len(b), cerr, derr)
+				}
+			}
+		}
+		if !tc.reuses || raceEnabled {
+			continue
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		const runs = 40
+		for range runs {
+			if err := p.Check(enc); err != nil {
+				t.Fatal(err)
+			}
+		}
+		runtime.ReadMemStats(&after)
+		if per := (after.TotalAlloc - before.TotalAlloc) / runs; per > uint64(spec.DecodedSize()/8) {
+			t.Errorf("%s: Check allocated %d bytes per chunk of %d", tc.tail, per, spec.DecodedSize())
+		}
+	}
+}
+
 // TestDecompressionBomb: 8 MiB of zeros where the spec says 4 KiB (or the
 // bound is 64 KiB) must fail without allocating the 8 MiB.
 func TestDecompressionBomb(t *testing.T) {

@@ -113,6 +113,17 @@ func (c *zstdCodec) Encode(b []byte) ([]byte, error) {
 }
 
 func (c *zstdCodec) Decode(b []byte, maxSize int) ([]byte, error) {
+	return c.DecodeInto(nil, b, maxSize)
+}
+
+func (c *zstdCodec) DecodeInto(dst, b []byte, maxSize int) ([]byte, error) {
+	// DecodeAll stops at the capacity it is given (WithDecodeAllCapLimit).
+	buffer := func(n int) []byte {
+		if cap(dst) >= n {
+			return dst[:0:n]
+		}
+		return make([]byte, 0, n)
+	}
 	var h zstd.Header
 	if err := h.Decode(b); err != nil {
 		return nil, corruptErr(err)
@@ -124,7 +135,7 @@ func (c *zstdCodec) Decode(b []byte, maxSize int) ([]byte, error) {
 		if h.FrameContentSize <= zstdMaxMemory {
 			// The slack lets the decoder use its fast copies for the last
 			// block too; it only ever fills when more frames follow.
-			out, err := zstdDec.DecodeAll(b, make([]byte, 0, int(h.FrameContentSize)+zstdSlack))
+			out, err := zstdDec.DecodeAll(b, buffer(int(h.FrameContentSize)+zstdSlack))
 			if err == nil && maxSize >= 0 && len(out) > maxSize {
 				return nil, sizeExceeded(maxSize)
 			}
@@ -135,7 +146,7 @@ func (c *zstdCodec) Decode(b []byte, maxSize int) ([]byte, error) {
 		}
 	}
 	if maxSize >= 0 && maxSize <= preallocLimit {
-		out, err := zstdDec.DecodeAll(b, make([]byte, 0, maxSize))
+		out, err := zstdDec.DecodeAll(b, buffer(maxSize))
 		if errors.Is(err, zstd.ErrDecoderSizeExceeded) {
 			return nil, sizeExceeded(maxSize)
 		}

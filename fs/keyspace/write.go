@@ -262,7 +262,7 @@ func (av *arrayView) toStored(b []byte) ([]byte, error) {
 	if av.drop == 4 { // the view leaves out a trailing crc32c: add it back
 		stored = binary.LittleEndian.AppendUint32(slices.Clip(b), crc32.Checksum(b, castagnoli))
 	}
-	if _, err := av.source.Decode(stored); err != nil {
+	if err := av.source.Check(stored); err != nil {
 		return nil, err
 	}
 	return stored, nil
