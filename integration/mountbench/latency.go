@@ -26,7 +26,7 @@ func (b *bench) roundTrips() error {
 		return fmt.Errorf("no chunks of %s", spec.name)
 	}
 	zarrfsFile := filepath.Join(b.mnt, "v3", chunks[0].v3)
-	if err := b.ms.startBindfs(b.nativeV2, b.bindMnt); err != nil {
+	if err := b.ms.startBindfs(b.nativeV2, b.bindMnt, false); err != nil {
 		return err
 	}
 	defer b.ms.stopBindfs(b.bindMnt)

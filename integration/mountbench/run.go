@@ -59,10 +59,15 @@ func (ms *mounts) stopZarrfs(dir string) error {
 	return nil
 }
 
-// startBindfs mounts a read-only bindfs mirror of src at dir: the generic
-// FUSE pass-through file system the zarr-python workload compares with.
-func (ms *mounts) startBindfs(src, dir string) error {
-	cmd := exec.Command("bindfs", "-f", "-o", "ro", src, dir)
+// startBindfs mounts a bindfs mirror of src at dir, read-only unless
+// writable: the generic FUSE pass-through file system zarrfs is compared
+// with.
+func (ms *mounts) startBindfs(src, dir string, writable bool) error {
+	mode := "ro"
+	if writable {
+		mode = "rw"
+	}
+	cmd := exec.Command("bindfs", "-f", "-o", mode, src, dir)
 	// Should the harness die without cleaning up, bindfs unmounts itself.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	var log strings.Builder
