@@ -283,31 +283,21 @@ func (w *writeMount) oneShard(spec arraySpec) error {
 		}
 	}
 	name := fmt.Sprintf("%d chunk files of one shard, %s %s", sh.NumChunks(), spec.innerSize(), spec.codecs[len(spec.codecs)-1].Name)
-	spread := func(s ...sample) float64 {
-		m := 0.0
-		for _, x := range s {
-			m = max(m, x.spread())
-		}
-		return m
+	// compare adds the row of measured against baseline (times of the
+	// same shard's bytes).
+	compare := func(label string, measured, baseline sample, atLeast float64) {
+		w.b.add(row{name: name + ": " + label,
+			zarrfs: rate(shardBytes, measured.median()), ref: rate(shardBytes, baseline.median()),
+			ratio: ratio(baseline, measured), atLeast: atLeast, spread: max(baseline.spread(), measured.spread())})
 	}
-	w.b.add(row{name: name + ": published vs fsynced",
-		zarrfs: rate(shardBytes, published.median()), ref: rate(shardBytes, synced.median()),
-		ratio: ratio(synced, published), atLeast: 1.0 / 3, spread: spread(synced, published)})
-	w.b.add(row{name: name + ": published vs written",
-		zarrfs: rate(shardBytes, published.median()), ref: rate(shardBytes, unsynced.median()),
-		ratio: ratio(unsynced, published), spread: spread(unsynced, published)})
-	w.b.add(row{name: name + ": acknowledged vs written",
-		zarrfs: rate(shardBytes, acked.median()), ref: rate(shardBytes, unsynced.median()),
-		ratio: ratio(unsynced, acked), spread: spread(unsynced, acked)})
-	w.b.add(row{name: name + ": acknowledged vs bindfs writing them",
-		zarrfs: rate(shardBytes, acked.median()), ref: rate(shardBytes, viaBindfs.median()),
-		ratio: ratio(viaBindfs, acked), spread: spread(viaBindfs, acked)})
+	compare("published vs fsynced", published, synced, 1.0/3)
+	compare("published vs written", published, unsynced, 0)
+	compare("acknowledged vs written", acked, unsynced, 0)
+	compare("acknowledged vs bindfs writing them", acked, viaBindfs, 0)
 	// What a FUSE file system costs before doing any work of its own: a
 	// design that also has to write and fsync the shard cannot do better
 	// than this ratio.
-	w.b.add(row{name: name + ": bindfs writing them vs fsynced shard",
-		zarrfs: rate(shardBytes, viaBindfs.median()), ref: rate(shardBytes, synced.median()),
-		ratio: ratio(synced, viaBindfs), spread: spread(synced, viaBindfs)})
+	compare("bindfs writing them vs fsynced shard", viaBindfs, synced, 0)
 	return nil
 }
 
