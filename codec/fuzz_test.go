@@ -150,6 +150,19 @@ func FuzzDecodeFilters(f *testing.F) {
 		{"name":"bytes","configuration":{"endian":"little"}}]`)
 }
 
+// FuzzCheckCompressed runs Pipeline.Check, which decompresses into pooled
+// memory, against Decode on chains whose compressors decode into given
+// memory, one after another (so the pool's buffers carry over).
+func FuzzCheckCompressed(f *testing.F) {
+	fuzzPipeline(f, fuzzSpec, `[{"name":"bytes","configuration":{"endian":"little"}},
+		{"name":"zstd","configuration":{"level":1,"checksum":true}},{"name":"crc32c"}]`)
+}
+
+func FuzzCheckBlosc(f *testing.F) {
+	fuzzPipeline(f, fuzzSpec, `[{"name":"bytes","configuration":{"endian":"little"}},
+		{"name":"blosc","configuration":{"cname":"lz4","clevel":5,"shuffle":"shuffle","typesize":2}}]`)
+}
+
 // FuzzFromV2 feeds arbitrary filter and compressor JSON to FromV2 and the
 // resulting chain to NewPipeline and ToV2.
 func FuzzFromV2(f *testing.F) {
