@@ -22,6 +22,7 @@ import (
 	"slices"
 
 	"github.com/zarrfs/zarrfs/zarr/dtype"
+	"github.com/zarrfs/zarrfs/zarr/meta"
 	"github.com/zarrfs/zarrfs/zarr/nd"
 )
 
@@ -157,12 +158,6 @@ type DecoderInto interface {
 	DecodeInto(dst, b []byte, maxSize int) ([]byte, error)
 }
 
-// Metadata is a codec as named in v3 metadata.
-type Metadata struct {
-	Name          string          `json:"name"`
-	Configuration json.RawMessage `json:"configuration,omitempty"`
-}
-
 // Factory builds a codec from its configuration for chunks of spec: the
 // decoded spec for array->array and array->bytes codecs, and the spec of
 // the array that was serialised for bytes->bytes codecs. It returns an
@@ -181,7 +176,7 @@ func Register(name string, f Factory) {
 }
 
 // New builds one codec.
-func New(m Metadata, spec Spec) (any, error) {
+func New(m meta.Codec, spec Spec) (any, error) {
 	f, ok := registry[m.Name]
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownCodec, m.Name)

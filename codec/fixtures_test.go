@@ -11,6 +11,7 @@ import (
 
 	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/zarr/dtype"
+	"github.com/zarrfs/zarrfs/zarr/meta"
 	"github.com/zarrfs/zarrfs/zarr/zarrtest"
 )
 
@@ -146,12 +147,12 @@ func TestFixturesV3(t *testing.T) {
 					ChunkShape []int `json:"chunk_shape"`
 				} `json:"configuration"`
 			} `json:"chunk_grid"`
-			Codecs []codec.Metadata `json:"codecs"`
+			Codecs []meta.Codec `json:"codecs"`
 		}
 		if err := json.Unmarshal(raw, &m); err != nil {
 			t.Fatal(err)
 		}
-		if m.NodeType != "array" || slices.ContainsFunc(m.Codecs, func(c codec.Metadata) bool { return c.Name == "sharding_indexed" }) {
+		if m.NodeType != "array" || slices.ContainsFunc(m.Codecs, func(c meta.Codec) bool { return c.Name == "sharding_indexed" }) {
 			continue
 		}
 		n++

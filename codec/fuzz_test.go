@@ -8,6 +8,7 @@ import (
 
 	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/zarr/dtype"
+	"github.com/zarrfs/zarrfs/zarr/meta"
 )
 
 // fuzzSpec is small, so that a decoder's bound (the exact decoded size in
@@ -46,7 +47,7 @@ func fuzzPipeline(f *testing.F, spec codec.Spec, chainJSON string) {
 
 // fuzzBytes fuzzes one bytes->bytes decoder with a small maxSize.
 func fuzzBytes(f *testing.F, m string) {
-	var md codec.Metadata
+	var md meta.Codec
 	if err := json.Unmarshal([]byte(m), &md); err != nil {
 		f.Fatal(err)
 	}

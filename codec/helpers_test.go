@@ -10,6 +10,7 @@ import (
 
 	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/zarr/dtype"
+	"github.com/zarrfs/zarrfs/zarr/meta"
 )
 
 // v2Case is one chunk of numcodecs_vectors.json: a v2 array of one chunk.
@@ -29,12 +30,12 @@ type v2Case struct {
 }
 
 type v3Case struct {
-	Name     string           `json:"name"`
-	DataType json.RawMessage  `json:"data_type"`
-	Shape    []int            `json:"shape"`
-	Codecs   []codec.Metadata `json:"codecs"`
-	Encoded  string           `json:"encoded"`
-	Data     string           `json:"data"`
+	Name     string          `json:"name"`
+	DataType json.RawMessage `json:"data_type"`
+	Shape    []int           `json:"shape"`
+	Codecs   []meta.Codec    `json:"codecs"`
+	Encoded  string          `json:"encoded"`
+	Data     string          `json:"data"`
 }
 
 func loadVectors(t testing.TB) (v2 []v2Case, v3 []v3Case) {
@@ -97,7 +98,7 @@ func (c *v2Case) want(t testing.TB) (data []byte, items [][]byte) {
 	return data, items
 }
 
-func chainString(chain []codec.Metadata) string {
+func chainString(chain []meta.Codec) string {
 	b, _ := json.Marshal(chain)
 	return string(b)
 }

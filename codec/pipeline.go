@@ -3,6 +3,8 @@ package codec
 import (
 	"fmt"
 	"sync"
+
+	"github.com/zarrfs/zarrfs/zarr/meta"
 )
 
 // MaxVariableSize bounds intermediate decoded sizes that the chunk spec
@@ -23,7 +25,7 @@ type Pipeline struct {
 
 // NewPipeline builds the chain for chunks of spec, checking the order of
 // codec kinds: array->array codecs, one array->bytes codec, bytes->bytes codecs.
-func NewPipeline(chain []Metadata, spec Spec) (*Pipeline, error) {
+func NewPipeline(chain []meta.Codec, spec Spec) (*Pipeline, error) {
 	p := &Pipeline{spec: spec}
 	cur := spec
 	for i, m := range chain {

@@ -12,6 +12,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/zarr/dtype"
+	"github.com/zarrfs/zarrfs/zarr/meta"
 )
 
 const le = `{"name":"bytes","configuration":{"endian":"little"}}`
@@ -225,7 +226,7 @@ func TestDecompressionBomb(t *testing.T) {
 		`{"name":"numcodecs.bz2","configuration":{"level":1}}`,
 		`{"name":"numcodecs.lzma","configuration":{"preset":0}}`,
 	} {
-		var m codec.Metadata
+		var m meta.Codec
 		if err := json.Unmarshal([]byte(name), &m); err != nil {
 			t.Fatal(err)
 		}
@@ -239,7 +240,7 @@ func TestDecompressionBomb(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Through a pipeline for 4 KiB chunks, and directly with a bound.
-		p, err := codec.NewPipeline([]codec.Metadata{{Name: "bytes"}, m}, codec.Spec{Shape: []int{4096}, Type: dtype.TypeUint8})
+		p, err := codec.NewPipeline([]meta.Codec{{Name: "bytes"}, m}, codec.Spec{Shape: []int{4096}, Type: dtype.TypeUint8})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -269,7 +270,7 @@ func allocated(f func()) uint64 {
 // checksums, and concatenated frames decode, bounded by maxSize; our frames
 // always record the content size (numcodecs < 0.15 needs it).
 func TestZstdFrames(t *testing.T) {
-	zc, err := codec.New(codec.Metadata{Name: "zstd", Configuration: json.RawMessage(`{"level":3,"checksum":true}`)}, codec.Spec{})
+	zc, err := codec.New(meta.Codec{Name: "zstd", Configuration: json.RawMessage(`{"level":3,"checksum":true}`)}, codec.Spec{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +337,7 @@ func TestDecodeDoesNotModifyInput(t *testing.T) {
 			stored[i] = byte(i*37 + 3)
 		}
 		if strings.Contains(tc.chain, "crc32c") {
-			c, _ := codec.New(codec.Metadata{Name: "crc32c"}, spec)
+			c, _ := codec.New(meta.Codec{Name: "crc32c"}, spec)
 			stored, _ = c.(codec.BytesToBytes).Encode(stored[:size-4])
 		}
 		keep := bytes.Clone(stored)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/zarrfs/zarrfs/zarr/dtype"
+	"github.com/zarrfs/zarrfs/zarr/meta"
 )
 
 // Mapping between v2 codec descriptions (.zarray dtype, order, filters,
@@ -49,7 +50,7 @@ var dtypeKeys = map[string][2]string{
 // the data type of its chunks (an object dtype resolves to String, Bytes or
 // Object by its object codec). order is 'C' or 'F'; filters and compressor
 // are the .zarray entries (nil or JSON null for none).
-func FromV2(d dtype.DataType, e dtype.Endian, order byte, ndim int, filters []json.RawMessage, compressor json.RawMessage) (dtype.DataType, []Metadata, error) {
+func FromV2(d dtype.DataType, e dtype.Endian, order byte, ndim int, filters []json.RawMessage, compressor json.RawMessage) (dtype.DataType, []meta.Codec, error) {
 	if order != 'C' && order != 'F' {
 		return d, nil, configError("order must be \"C\" or \"F\", got %q", order)
 	}
@@ -66,7 +67,7 @@ func FromV2(d dtype.DataType, e dtype.Endian, order byte, ndim int, filters []js
 			return d, nil, fmt.Errorf("%s: %w", v2Where(i, nFilters), err)
 		}
 	}
-	var chain []Metadata
+	var chain []meta.Codec
 	// Order F is a reversed transpose in front. (zarr-python 2 writes json2
 	// chunks as nested lists in logical order, but reads them back as if
 	// they were in memory order; the reading is what counts here.)
@@ -94,7 +95,7 @@ func FromV2(d dtype.DataType, e dtype.Endian, order byte, ndim int, filters []js
 			if cur, curEndian, err = filterOutput(id, config, cur, curEndian); err != nil {
 				return d, nil, fmt.Errorf("%s: %w", where, err)
 			}
-			chain = append(chain, Metadata{Name: "numcodecs." + id, Configuration: config})
+			chain = append(chain, meta.Codec{Name: "numcodecs." + id, Configuration: config})
 			typesize = max(cur.Size, 1)
 		case objectCodec:
 			// The metadata layer may already have resolved "|O" to String
@@ -114,7 +115,7 @@ func FromV2(d dtype.DataType, e dtype.Endian, order byte, ndim int, filters []js
 			case "json2":
 				name = "numcodecs.json2"
 			}
-			chain = append(chain, Metadata{Name: name, Configuration: config})
+			chain = append(chain, meta.Codec{Name: name, Configuration: config})
 			serialised, typesize = true, 1
 		case bytesCodecID:
 			if !serialised {
@@ -159,20 +160,20 @@ func withoutNulls(filters []json.RawMessage) []json.RawMessage {
 }
 
 // bytesStep is the v3 array->bytes step that v2 performs implicitly.
-func bytesStep(t dtype.DataType, e dtype.Endian) Metadata {
-	m := Metadata{Name: "bytes"}
+func bytesStep(t dtype.DataType, e dtype.Endian) meta.Codec {
+	m := meta.Codec{Name: "bytes"}
 	if t.SwapSize() > 1 {
 		m.Configuration = mustJSON(map[string]string{"endian": e.String()})
 	}
 	return m
 }
 
-func reversedTranspose(ndim int) Metadata {
+func reversedTranspose(ndim int) meta.Codec {
 	order := make([]int, ndim)
 	for i := range order {
 		order[i] = ndim - 1 - i
 	}
-	return Metadata{Name: "transpose", Configuration: mustJSON(map[string][]int{"order": order})}
+	return meta.Codec{Name: "transpose", Configuration: mustJSON(map[string][]int{"order": order})}
 }
 
 // filterOutput checks that filter id reads the type the previous step wrote
@@ -215,7 +216,7 @@ func filterOutput(id string, config json.RawMessage, cur dtype.DataType, e dtype
 }
 
 // bytesStepFromV2 maps a numcodecs bytes->bytes codec to its v3 form.
-func bytesStepFromV2(id string, config json.RawMessage, typesize int) (Metadata, error) {
+func bytesStepFromV2(id string, config json.RawMessage, typesize int) (meta.Codec, error) {
 	switch id {
 	case "blosc":
 		cfg := struct {
@@ -225,33 +226,33 @@ func bytesStepFromV2(id string, config json.RawMessage, typesize int) (Metadata,
 			BlockSize int    `json:"blocksize"`
 		}{CName: "lz4", CLevel: 5, Shuffle: 1}
 		if err := parseConfig(config, &cfg); err != nil {
-			return Metadata{}, err
+			return meta.Codec{}, err
 		}
 		s, err := numcodecsShuffle(cfg.Shuffle, typesize)
 		if err != nil {
-			return Metadata{}, err
+			return meta.Codec{}, err
 		}
 		name := map[int]string{0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}[int(s)]
-		return Metadata{Name: "blosc", Configuration: mustJSON(map[string]any{
+		return meta.Codec{Name: "blosc", Configuration: mustJSON(map[string]any{
 			"cname": cfg.CName, "clevel": cfg.CLevel, "shuffle": name, "typesize": typesize, "blocksize": cfg.BlockSize,
 		})}, nil
 	case "gzip":
 		level, err := parseLevel(config, 1, -1, 9)
 		if err != nil {
-			return Metadata{}, err
+			return meta.Codec{}, err
 		}
-		return Metadata{Name: "gzip", Configuration: mustJSON(map[string]int{"level": level})}, nil
+		return meta.Codec{Name: "gzip", Configuration: mustJSON(map[string]int{"level": level})}, nil
 	case "zstd":
 		cfg := struct {
 			Level    int  `json:"level"`
 			Checksum bool `json:"checksum"`
 		}{Level: 1}
 		if err := parseConfig(config, &cfg); err != nil {
-			return Metadata{}, err
+			return meta.Codec{}, err
 		}
-		return Metadata{Name: "zstd", Configuration: mustJSON(map[string]any{"level": cfg.Level, "checksum": cfg.Checksum})}, nil
+		return meta.Codec{Name: "zstd", Configuration: mustJSON(map[string]any{"level": cfg.Level, "checksum": cfg.Checksum})}, nil
 	}
-	return Metadata{Name: "numcodecs." + id, Configuration: config}, nil
+	return meta.Codec{Name: "numcodecs." + id, Configuration: config}, nil
 }
 
 // splitNumcodecs splits a numcodecs configuration into its id and the rest.
@@ -293,7 +294,7 @@ type V2Chain struct {
 // transpose other than C or F order, crc32c other than last, an
 // array->bytes codec other than bytes, vlen-* or json2, or a codec v2
 // lacks.
-func ToV2(d dtype.DataType, chain []Metadata, shape []int) (v V2Chain, ok bool) {
+func ToV2(d dtype.DataType, chain []meta.Codec, shape []int) (v V2Chain, ok bool) {
 	v.Order = 'C'
 	i := 0
 	// Leading transposes fix the memory order.
@@ -441,7 +442,7 @@ func littleEndianTypes(id string, config json.RawMessage) bool {
 }
 
 // IsTrailingCRC32C reports whether m appends a crc32c to the bytes it encodes.
-func IsTrailingCRC32C(m Metadata) bool {
+func IsTrailingCRC32C(m meta.Codec) bool {
 	switch m.Name {
 	case "crc32c":
 		return true
@@ -455,7 +456,7 @@ func IsTrailingCRC32C(m Metadata) bool {
 }
 
 // bytesStepToV2 maps a v3 bytes->bytes codec to its numcodecs configuration.
-func bytesStepToV2(m Metadata) (json.RawMessage, bool) {
+func bytesStepToV2(m meta.Codec) (json.RawMessage, bool) {
 	var cfg map[string]json.RawMessage
 	if parseConfig(m.Configuration, &cfg) != nil {
 		return nil, false

@@ -9,6 +9,7 @@ import (
 
 	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/zarr/dtype"
+	"github.com/zarrfs/zarrfs/zarr/meta"
 )
 
 func raws(s ...string) []json.RawMessage {
@@ -20,9 +21,9 @@ func raws(s ...string) []json.RawMessage {
 }
 
 // chain parses a compact chain notation: a JSON list of codec metadata.
-func chain(t testing.TB, s string) []codec.Metadata {
+func chain(t testing.TB, s string) []meta.Codec {
 	t.Helper()
-	var c []codec.Metadata
+	var c []meta.Codec
 	if err := json.Unmarshal([]byte(s), &c); err != nil {
 		t.Fatalf("bad test chain %s: %v", s, err)
 	}

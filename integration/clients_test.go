@@ -190,7 +190,7 @@ func writeWeatherStore(t *testing.T, dir string) (digest string, lat []float64) 
 		}
 	}
 	// write creates an array whose element i is value(i).
-	write := func(path string, typ dtype.DataType, shape, chunk []int, codecs []codec.Metadata, dims []string, value func(i int) float64) *codec.Chunk {
+	write := func(path string, typ dtype.DataType, shape, chunk []int, codecs []meta.Codec, dims []string, value func(i int) float64) *codec.Chunk {
 		m := &meta.ArrayV3{Shape: shape, DataType: typ, ChunkShape: chunk, FillValue: make([]byte, typ.Size), Codecs: codecs,
 			KeyEncoding: meta.KeyEncoding{Name: meta.KeyEncodingDefault, Separator: "/"}}
 		for _, d := range dims {
@@ -214,11 +214,11 @@ func writeWeatherStore(t *testing.T, dir string) (digest string, lat []float64) 
 		return c
 	}
 	temps := write("weather/temperature", dtype.TypeFloat32, []int{4, 6, 8}, []int{2, 6, 8},
-		zarr.ShardedCodecs([]int{1, 3, 4}, []codec.Metadata{zarrtest.BytesLE, zarrtest.Zstd}),
+		zarr.ShardedCodecs([]int{1, 3, 4}, []meta.Codec{zarrtest.BytesLE, zarrtest.Zstd}),
 		[]string{"time", "lat", "lon"}, func(i int) float64 { return 0.5*float64(i) + 1 })
 	latitude := func(i int) float64 { return -50 + 20*float64(i) }
-	write("weather/lat", dtype.TypeFloat64, []int{6}, []int{6}, []codec.Metadata{zarrtest.BytesLE}, []string{"lat"}, latitude)
-	write("weather/lon", dtype.TypeFloat64, []int{8}, []int{4}, []codec.Metadata{zarrtest.BytesLE, zarrtest.Gzip}, []string{"lon"},
+	write("weather/lat", dtype.TypeFloat64, []int{6}, []int{6}, []meta.Codec{zarrtest.BytesLE}, []string{"lat"}, latitude)
+	write("weather/lon", dtype.TypeFloat64, []int{8}, []int{4}, []meta.Codec{zarrtest.BytesLE, zarrtest.Gzip}, []string{"lon"},
 		func(i int) float64 { return 10 * float64(i) })
 	for i := range 6 {
 		lat = append(lat, latitude(i))

@@ -26,6 +26,7 @@ import (
 	"github.com/zarrfs/zarrfs/integration"
 	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/dtype"
+	"github.com/zarrfs/zarrfs/zarr/meta"
 	"github.com/zarrfs/zarrfs/zarr/nd"
 	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/zarrtest"
@@ -36,9 +37,9 @@ import (
 // (patched in place) and of chunks ending with a crc32c (which the v2 view
 // drops and writes add back).
 var crashLayouts = []writeLayout{
-	{"zstd", dtype.TypeUint16, []int{32, 32}, []int{16, 16}, []int{4, 4}, []codec.Metadata{zarrtest.BytesLE, zarrtest.Zstd}},
-	{"raw", dtype.TypeUint16, []int{32, 32}, []int{16, 16}, []int{4, 8}, []codec.Metadata{zarrtest.BytesLE}},
-	{"crc", dtype.TypeInt32, []int{24, 24}, []int{12, 12}, []int{4, 4}, []codec.Metadata{zarrtest.BytesLE, zarrtest.CRC32C}},
+	{"zstd", dtype.TypeUint16, []int{32, 32}, []int{16, 16}, []int{4, 4}, []meta.Codec{zarrtest.BytesLE, zarrtest.Zstd}},
+	{"raw", dtype.TypeUint16, []int{32, 32}, []int{16, 16}, []int{4, 8}, []meta.Codec{zarrtest.BytesLE}},
+	{"crc", dtype.TypeInt32, []int{24, 24}, []int{12, 12}, []int{4, 4}, []meta.Codec{zarrtest.BytesLE, zarrtest.CRC32C}},
 }
 
 // crashIterations is how many kills a crash test survives:

@@ -151,7 +151,7 @@ func writeWideStore(t *testing.T, dir string) {
 	a, err := zarr.CreateArrayV3(ctx, s, "wide", &meta.ArrayV3{
 		Shape: []int{60, 100}, DataType: dtype.TypeUint8, ChunkShape: []int{20, 50}, FillValue: []byte{0},
 		KeyEncoding: meta.KeyEncoding{Name: meta.KeyEncodingDefault, Separator: "/"},
-		Codecs:      zarr.ShardedCodecs([]int{2, 2}, []codec.Metadata{zarrtest.C("bytes", "")}),
+		Codecs:      zarr.ShardedCodecs([]int{2, 2}, []meta.Codec{zarrtest.C("bytes", "")}),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -20,7 +20,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/integration"
 	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/dtype"
@@ -35,7 +34,7 @@ type writeLayout struct {
 	typ          dtype.DataType
 	shape, shard []int
 	inner        []int
-	codecs       []codec.Metadata
+	codecs       []meta.Codec
 }
 
 // writeLayouts are layouts the generated store lacks: a transpose Zarr v2
@@ -44,11 +43,11 @@ type writeLayout struct {
 // view drops).
 var writeLayouts = []writeLayout{
 	{"uint16_transpose_3d", dtype.TypeUint16, []int{12, 10, 9}, []int{6, 4, 6}, []int{3, 2, 3},
-		[]codec.Metadata{zarrtest.C("transpose", `{"order":[0,2,1]}`), zarrtest.BytesLE, zarrtest.Zstd}},
+		[]meta.Codec{zarrtest.C("transpose", `{"order":[0,2,1]}`), zarrtest.BytesLE, zarrtest.Zstd}},
 	{"int32_raw_3d", dtype.TypeInt32, []int{8, 9, 10}, []int{4, 6, 10}, []int{2, 3, 5},
-		[]codec.Metadata{zarrtest.BytesLE}},
+		[]meta.Codec{zarrtest.BytesLE}},
 	{"uint16_zstd_crc", dtype.TypeUint16, []int{20, 24}, []int{10, 12}, []int{5, 4},
-		[]codec.Metadata{zarrtest.BytesLE, zarrtest.Zstd, zarrtest.CRC32C}},
+		[]meta.Codec{zarrtest.BytesLE, zarrtest.Zstd, zarrtest.CRC32C}},
 }
 
 // addLayouts writes arrays of the given layouts, filled with
@@ -66,7 +65,7 @@ func addLayouts(t *testing.T, dir string, layouts []writeLayout) []zarrtest.Gene
 	for _, l := range layouts {
 		m := &meta.ArrayV3{Shape: l.shape, DataType: l.typ, ChunkShape: l.shard, FillValue: make([]byte, l.typ.Size),
 			KeyEncoding: meta.KeyEncoding{Name: meta.KeyEncodingDefault, Separator: "/"},
-			Codecs:      []codec.Metadata{zarrtest.Sharding(l.inner, l.codecs, []codec.Metadata{zarrtest.BytesLE, zarrtest.CRC32C}, "end")}}
+			Codecs:      []meta.Codec{zarrtest.Sharding(l.inner, l.codecs, []meta.Codec{zarrtest.BytesLE, zarrtest.CRC32C}, "end")}}
 		a, err := zarr.CreateArrayV3(ctx, s, l.path, m)
 		if err != nil {
 			t.Fatal(err)

@@ -34,7 +34,7 @@ type Array struct {
 	Keys       meta.KeyEncoding
 	// Codecs is the v3 codec chain of a chunk; for v2 arrays the equivalent
 	// chain (numcodecs.* codecs) built from order, filters and compressor.
-	Codecs []codec.Metadata
+	Codecs []meta.Codec
 
 	spec     codec.Spec
 	pipeline *codec.Pipeline

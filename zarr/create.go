@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/zarr/meta"
 	"github.com/zarrfs/zarrfs/zarr/store"
 )
@@ -83,15 +82,15 @@ func putZattrs(ctx context.Context, s store.Store, path string, attrs json.RawMe
 // ShardedCodecs returns the codec chain of an array sharded into inner
 // chunks of innerShape, each encoded with inner, and an index protected by
 // crc32c at the end of each shard: the layout zarr-python 3 writes.
-func ShardedCodecs(innerShape []int, inner []codec.Metadata) []codec.Metadata {
+func ShardedCodecs(innerShape []int, inner []meta.Codec) []meta.Codec {
 	cfg, _ := json.Marshal(map[string]any{
 		"chunk_shape": slices.Clone(innerShape),
 		"codecs":      inner,
-		"index_codecs": []codec.Metadata{
+		"index_codecs": []meta.Codec{
 			{Name: "bytes", Configuration: json.RawMessage(`{"endian":"little"}`)},
 			{Name: "crc32c"},
 		},
 		"index_location": "end",
 	})
-	return []codec.Metadata{{Name: "sharding_indexed", Configuration: cfg}}
+	return []meta.Codec{{Name: "sharding_indexed", Configuration: cfg}}
 }

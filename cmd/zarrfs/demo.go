@@ -60,14 +60,14 @@ func writeDemo(ctx context.Context, dir string) error {
 			return err
 		}
 	}
-	zstd := codec.Metadata{Name: "zstd", Configuration: json.RawMessage(`{"level":3,"checksum":false}`)}
-	gzip := codec.Metadata{Name: "gzip", Configuration: json.RawMessage(`{"level":5}`)}
-	bytesLE := codec.Metadata{Name: "bytes", Configuration: json.RawMessage(`{"endian":"little"}`)}
+	zstd := meta.Codec{Name: "zstd", Configuration: json.RawMessage(`{"level":3,"checksum":false}`)}
+	gzip := meta.Codec{Name: "gzip", Configuration: json.RawMessage(`{"level":5}`)}
+	bytesLE := meta.Codec{Name: "bytes", Configuration: json.RawMessage(`{"endian":"little"}`)}
 	arrays := []struct {
 		path        string
 		typ         dtype.DataType
 		size, shard int
-		compressor  codec.Metadata
+		compressor  meta.Codec
 		value       func(z, y, x int) uint16
 	}{
 		{"volume/0", dtype.TypeUint16, 256, 128, zstd, func(z, y, x int) uint16 { return volume(z, y, x) }},
@@ -80,7 +80,7 @@ func writeDemo(ctx context.Context, dir string) error {
 			ChunkShape:     []int{spec.shard, spec.shard, spec.shard},
 			KeyEncoding:    meta.KeyEncoding{Name: meta.KeyEncodingDefault, Separator: "/"},
 			FillValue:      make([]byte, spec.typ.Size),
-			Codecs:         zarr.ShardedCodecs([]int{32, 32, 32}, []codec.Metadata{bytesLE, spec.compressor}),
+			Codecs:         zarr.ShardedCodecs([]int{32, 32, 32}, []meta.Codec{bytesLE, spec.compressor}),
 			DimensionNames: names("z", "y", "x"),
 		}
 		a, err := zarr.CreateArrayV3(ctx, s, spec.path, m)

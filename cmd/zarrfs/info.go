@@ -10,8 +10,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/meta"
 	"github.com/zarrfs/zarrfs/zarr/nd"
 	"github.com/zarrfs/zarrfs/zarr/store"
 )
@@ -136,7 +136,7 @@ func describe(ctx context.Context, n *zarr.Node) nodeInfo {
 }
 
 // codecNames formats codecs as name(key=value, ...).
-func codecNames(cs []codec.Metadata) []string {
+func codecNames(cs []meta.Codec) []string {
 	out := make([]string, len(cs))
 	for i, c := range cs {
 		out[i] = formatCodec(c)
@@ -144,7 +144,7 @@ func codecNames(cs []codec.Metadata) []string {
 	return out
 }
 
-func formatCodec(c codec.Metadata) string {
+func formatCodec(c meta.Codec) string {
 	var cfg map[string]json.RawMessage
 	if json.Unmarshal(c.Configuration, &cfg) != nil || len(cfg) == 0 || c.Name == "sharding_indexed" {
 		return c.Name

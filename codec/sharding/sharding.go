@@ -16,6 +16,7 @@ import (
 
 	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/zarr/dtype"
+	"github.com/zarrfs/zarrfs/zarr/meta"
 	"github.com/zarrfs/zarrfs/zarr/nd"
 )
 
@@ -30,10 +31,10 @@ func init() {
 
 // Config is the codec's configuration.
 type Config struct {
-	ChunkShape    []int            `json:"chunk_shape"`
-	Codecs        []codec.Metadata `json:"codecs"`
-	IndexCodecs   []codec.Metadata `json:"index_codecs"`
-	IndexLocation string           `json:"index_location,omitempty"`
+	ChunkShape    []int        `json:"chunk_shape"`
+	Codecs        []meta.Codec `json:"codecs"`
+	IndexCodecs   []meta.Codec `json:"index_codecs"`
+	IndexLocation string       `json:"index_location,omitempty"`
 }
 
 // Codec is a sharding_indexed codec for shards of one spec.

@@ -41,7 +41,7 @@ type arrayView struct {
 	verify bool
 	// chunk and chain are the chunk shape and codecs of the view's grid.
 	chunk []int
-	chain []codec.Metadata
+	chain []meta.Codec
 	// codecs is the view's codec chain, for the user.zarr.codecs xattr.
 	codecs string
 	docs   []doc
@@ -80,7 +80,7 @@ func newArrayView(f *FS, n *zarr.Node, v View) (*arrayView, error) {
 // v3ArrayDocs returns the zarr.json of an array in the v3 view: unsharded
 // v3 arrays as they are, sharded ones with the inner chunk grid and codecs,
 // v2 arrays translated.
-func v3ArrayDocs(n *zarr.Node, chunk []int, chain []codec.Metadata) ([]doc, error) {
+func v3ArrayDocs(n *zarr.Node, chunk []int, chain []meta.Codec) ([]doc, error) {
 	a := n.Array
 	var m *meta.ArrayV3
 	switch {
@@ -106,7 +106,7 @@ func v3ArrayDocs(n *zarr.Node, chunk []int, chain []codec.Metadata) ([]doc, erro
 // setV2 sets up the array for the v2 view: pass-through when zarr-python 2
 // can read the stored bytes (dropping a trailing crc32c), transcoding
 // otherwise.
-func (av *arrayView) setV2(n *zarr.Node, chunk []int, chain []codec.Metadata) error {
+func (av *arrayView) setV2(n *zarr.Node, chunk []int, chain []meta.Codec) error {
 	a := av.a
 	var m *meta.ArrayV2
 	if a.V2 != nil {
@@ -204,7 +204,7 @@ func v2Attributes(n *zarr.Node) ([]byte, error) {
 }
 
 // chainString describes a v3 chain: "bytes(endian=little) -> zstd(level=3)".
-func chainString(chain []codec.Metadata) string {
+func chainString(chain []meta.Codec) string {
 	parts := make([]string, len(chain))
 	for i, c := range chain {
 		parts[i] = c.Name

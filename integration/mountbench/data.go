@@ -27,7 +27,7 @@ type arraySpec struct {
 	shape  []int
 	shard  []int
 	inner  []int
-	codecs []codec.Metadata // the inner chain
+	codecs []meta.Codec // the inner chain
 	// passThrough is false when the v2 view must transcode the chunks.
 	passThrough bool
 	// readBench marks the arrays the read workloads use; the metadata
@@ -36,9 +36,9 @@ type arraySpec struct {
 }
 
 var (
-	bytesLE   = codec.Metadata{Name: "bytes", Configuration: json.RawMessage(`{"endian":"little"}`)}
-	zstd3     = codec.Metadata{Name: "zstd", Configuration: json.RawMessage(`{"level":3,"checksum":false}`)}
-	transpose = codec.Metadata{Name: "transpose", Configuration: json.RawMessage(`{"order":[0,2,1]}`)}
+	bytesLE   = meta.Codec{Name: "bytes", Configuration: json.RawMessage(`{"endian":"little"}`)}
+	zstd3     = meta.Codec{Name: "zstd", Configuration: json.RawMessage(`{"level":3,"checksum":false}`)}
+	transpose = meta.Codec{Name: "transpose", Configuration: json.RawMessage(`{"order":[0,2,1]}`)}
 )
 
 // arraySpecs returns the arrays of the benchmark store. The full set is
@@ -54,13 +54,13 @@ func arraySpecs(quick bool) []arraySpec {
 	}
 	return []arraySpec{
 		{name: "raw", typ: dtype.TypeUint16, shape: []int{512 / scale, 512 / scale, 512 / scale}, shard: []int{128, 128, 128}, inner: []int{32, 32, 32},
-			codecs: []codec.Metadata{bytesLE}, passThrough: true, readBench: true},
+			codecs: []meta.Codec{bytesLE}, passThrough: true, readBench: true},
 		{name: "zstd", typ: dtype.TypeUint16, shape: []int{512 / scale, 512 / scale, 1024 / scale}, shard: []int{256, 256, 256}, inner: []int{64, 64, 64},
-			codecs: []codec.Metadata{bytesLE, zstd3}, passThrough: true, readBench: true},
+			codecs: []meta.Codec{bytesLE, zstd3}, passThrough: true, readBench: true},
 		{name: "transposed", typ: dtype.TypeUint16, shape: []int{256 / scale, 512 / scale, 1024 / scale}, shard: []int{128, 256, 256}, inner: []int{32, 64, 64},
-			codecs: []codec.Metadata{transpose, bytesLE}, readBench: true},
+			codecs: []meta.Codec{transpose, bytesLE}, readBench: true},
 		{name: "many", typ: dtype.TypeUint8, shape: []int{manyChunks * 64}, shard: []int{64 * 1000}, inner: []int{64},
-			codecs: []codec.Metadata{bytesLE}, passThrough: true},
+			codecs: []meta.Codec{bytesLE}, passThrough: true},
 	}
 }
 

@@ -33,10 +33,10 @@ func (b *bench) writeSpecs() []arraySpec {
 	rounds := b.cfg.warmup + b.cfg.runs
 	shards := []int{128 * rounds, 128, 128}
 	return []arraySpec{
-		{name: "volume", typ: dtype.TypeUint16, shape: volume, shard: []int{256, 256, 256}, inner: []int{64, 64, 64}, codecs: []codec.Metadata{bytesLE, zstd3}},
-		{name: "shards_raw", typ: dtype.TypeUint16, shape: shards, shard: []int{128, 128, 128}, inner: []int{32, 32, 32}, codecs: []codec.Metadata{bytesLE}},
-		{name: "shards_zstd", typ: dtype.TypeUint16, shape: shards, shard: []int{128, 128, 128}, inner: []int{32, 32, 32}, codecs: []codec.Metadata{bytesLE, zstd3}},
-		{name: "shards_large", typ: dtype.TypeUint16, shape: []int{256 * rounds, 256, 256}, shard: []int{256, 256, 256}, inner: []int{64, 64, 64}, codecs: []codec.Metadata{bytesLE}},
+		{name: "volume", typ: dtype.TypeUint16, shape: volume, shard: []int{256, 256, 256}, inner: []int{64, 64, 64}, codecs: []meta.Codec{bytesLE, zstd3}},
+		{name: "shards_raw", typ: dtype.TypeUint16, shape: shards, shard: []int{128, 128, 128}, inner: []int{32, 32, 32}, codecs: []meta.Codec{bytesLE}},
+		{name: "shards_zstd", typ: dtype.TypeUint16, shape: shards, shard: []int{128, 128, 128}, inner: []int{32, 32, 32}, codecs: []meta.Codec{bytesLE, zstd3}},
+		{name: "shards_large", typ: dtype.TypeUint16, shape: []int{256 * rounds, 256, 256}, shard: []int{256, 256, 256}, inner: []int{64, 64, 64}, codecs: []meta.Codec{bytesLE}},
 	}
 }
 

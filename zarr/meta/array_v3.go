@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/zarr/dtype"
 )
 
@@ -21,7 +20,7 @@ type ArrayV3 struct {
 	// FillValue is one decoded element (see dtype.ParseFillV3).
 	FillValue []byte
 	// Codecs are the codecs in order, with compact configurations.
-	Codecs []codec.Metadata
+	Codecs []Codec
 	// DimensionNames has one entry per dimension, nil for an unnamed one;
 	// the slice is nil if the field is absent.
 	DimensionNames []*string
@@ -60,20 +59,20 @@ func (a *ArrayV3) Clone() *ArrayV3 {
 // WithChunking returns a copy of a with another chunk shape and codecs,
 // everything else unchanged: the v3 view presents a sharded array this
 // way, with its inner chunks as the chunks.
-func (a *ArrayV3) WithChunking(chunkShape []int, codecs []codec.Metadata) *ArrayV3 {
+func (a *ArrayV3) WithChunking(chunkShape []int, codecs []Codec) *ArrayV3 {
 	b := a.Clone()
 	b.ChunkShape = slices.Clone(chunkShape)
 	b.Codecs = cloneCodecs(codecs)
 	return b
 }
 
-func cloneCodecs(cs []codec.Metadata) []codec.Metadata {
+func cloneCodecs(cs []Codec) []Codec {
 	if cs == nil {
 		return nil
 	}
-	out := make([]codec.Metadata, len(cs))
+	out := make([]Codec, len(cs))
 	for i, c := range cs {
-		out[i] = codec.Metadata{Name: c.Name, Configuration: bytes.Clone(c.Configuration)}
+		out[i] = Codec{Name: c.Name, Configuration: bytes.Clone(c.Configuration)}
 	}
 	return out
 }
@@ -243,24 +242,24 @@ func parseChunkGrid(raw json.RawMessage) ([]int, error) {
 	return chunks, nil
 }
 
-func parseCodecs(raw json.RawMessage) ([]codec.Metadata, error) {
+func parseCodecs(raw json.RawMessage) ([]Codec, error) {
 	elems, err := parseArray(raw, "codecs")
 	if err != nil {
 		return nil, err
 	}
-	codecs := make([]codec.Metadata, len(elems))
+	codecs := make([]Codec, len(elems))
 	for i, e := range elems {
-		// must_understand is dropped: codec.Metadata cannot carry it.
+		// must_understand is dropped: Codec cannot carry it.
 		ext, err := parseExtension(e, fmt.Sprintf("codecs[%d]", i))
 		if err != nil {
 			return nil, err
 		}
-		codecs[i] = codec.Metadata{Name: ext.name, Configuration: ext.config}
+		codecs[i] = Codec{Name: ext.name, Configuration: ext.config}
 	}
 	return codecs, nil
 }
 
-func encodeCodecs(codecs []codec.Metadata) (json.RawMessage, error) {
+func encodeCodecs(codecs []Codec) (json.RawMessage, error) {
 	out := []byte{'['}
 	for i, c := range codecs {
 		field := fmt.Sprintf("codecs[%d]", i)

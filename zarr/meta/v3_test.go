@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/zarr/dtype"
 )
 
@@ -164,7 +163,7 @@ func TestParseArrayV3(t *testing.T) {
 		ChunkShape:  []int{5, 5, 7},
 		KeyEncoding: KeyEncoding{Name: KeyEncodingDefault, Separator: "/"},
 		FillValue:   []byte{7, 0},
-		Codecs:      []codec.Metadata{{Name: "bytes", Configuration: json.RawMessage(`{"endian":"little"}`)}},
+		Codecs:      []Codec{{Name: "bytes", Configuration: json.RawMessage(`{"endian":"little"}`)}},
 	}
 	if got := stripDoc(a); !reflect.DeepEqual(got, stripDoc(want)) {
 		t.Errorf("parsed\n%#v\nwant\n%#v", got, stripDoc(want))
@@ -183,7 +182,7 @@ func TestParseV3ShortHands(t *testing.T) {
 	if a.KeyEncoding != (KeyEncoding{Name: KeyEncodingV2, Separator: "."}) {
 		t.Errorf("key encoding %+v", a.KeyEncoding)
 	}
-	wantCodecs := []codec.Metadata{{Name: "bytes"}, {Name: "gzip", Configuration: json.RawMessage(`{"level":5}`)}, {Name: "crc32c"}}
+	wantCodecs := []Codec{{Name: "bytes"}, {Name: "gzip", Configuration: json.RawMessage(`{"level":5}`)}, {Name: "crc32c"}}
 	if !reflect.DeepEqual(a.Codecs, wantCodecs) {
 		t.Errorf("codecs %+v", a.Codecs)
 	}
@@ -262,7 +261,7 @@ func TestWithChunking(t *testing.T) {
   "attributes": {"x": 1}, "dimension_names": ["y", "x"]}`
 	sharded := mustArrayV3(t, doc)
 	before := marshal(t, sharded)
-	inner := []codec.Metadata{
+	inner := []Codec{
 		{Name: "bytes", Configuration: json.RawMessage(`{"endian":"little"}`)},
 		{Name: "gzip", Configuration: json.RawMessage(`{"level":5}`)},
 	}
@@ -294,7 +293,7 @@ func TestMarshalNewV3(t *testing.T) {
 		ChunkShape:     []int{10, 10},
 		KeyEncoding:    KeyEncoding{Name: KeyEncodingDefault, Separator: "/"},
 		FillValue:      []byte{0, 0, 0, 0, 0, 0, 0xf8, 0x7f},
-		Codecs:         []codec.Metadata{{Name: "bytes", Configuration: json.RawMessage(`{"endian": "little"}`)}},
+		Codecs:         []Codec{{Name: "bytes", Configuration: json.RawMessage(`{"endian": "little"}`)}},
 		DimensionNames: []*string{nil, &x},
 		Attributes:     json.RawMessage(`{}`),
 	}

@@ -35,7 +35,7 @@ func (c *countingStore) Update(ctx context.Context, key string, fn func(store.Fi
 
 // newArray creates a 2-D uint16 array of 16x16 in 8x8 shards of 2x2 inner
 // chunks (16 inner chunks per shard) with the given inner codecs.
-func newArray(t testing.TB, dir string, inner []codec.Metadata) (*zarr.Hierarchy, *zarr.Array) {
+func newArray(t testing.TB, dir string, inner []meta.Codec) (*zarr.Hierarchy, *zarr.Array) {
 	t.Helper()
 	ctx := context.Background()
 	s, err := store.OpenDir(dir, false)
@@ -84,7 +84,7 @@ func readValue(t testing.TB, a *zarr.Array, coords []int) uint16 {
 	return uint16(c.Data[0]) | uint16(c.Data[1])<<8
 }
 
-var zstdInner = []codec.Metadata{zarrtest.BytesLE, zarrtest.Zstd}
+var zstdInner = []meta.Codec{zarrtest.BytesLE, zarrtest.Zstd}
 
 func TestOneRewritePerShard(t *testing.T) {
 	dir := t.TempDir()
@@ -139,7 +139,7 @@ func openStore(t testing.TB, dir string) *store.Dir {
 
 func TestInPlaceAndDelete(t *testing.T) {
 	dir := t.TempDir()
-	_, a := newArray(t, dir, []codec.Metadata{zarrtest.BytesLE})
+	_, a := newArray(t, dir, []meta.Codec{zarrtest.BytesLE})
 	ctx := context.Background()
 	s := openStore(t, dir)
 	w, err := New(s, filepath.Join(dir, ".zarrfs", "journal"), Options{})

@@ -31,9 +31,9 @@ type Generated struct {
 	ZarritaReads bool
 }
 
-// C builds a codec.Metadata from a name and a JSON configuration ("" for none).
-func C(name, config string) codec.Metadata {
-	m := codec.Metadata{Name: name}
+// C builds a meta.Codec from a name and a JSON configuration ("" for none).
+func C(name, config string) meta.Codec {
+	m := meta.Codec{Name: name}
 	if config != "" {
 		m.Configuration = json.RawMessage(config)
 	}
@@ -50,12 +50,12 @@ var (
 )
 
 // Sharding returns a sharding_indexed codec.
-func Sharding(inner []int, codecs, index []codec.Metadata, location string) codec.Metadata {
+func Sharding(inner []int, codecs, index []meta.Codec, location string) meta.Codec {
 	cfg, err := json.Marshal(map[string]any{"chunk_shape": inner, "codecs": codecs, "index_codecs": index, "index_location": location})
 	if err != nil {
 		panic(err)
 	}
-	return codec.Metadata{Name: "sharding_indexed", Configuration: cfg}
+	return meta.Codec{Name: "sharding_indexed", Configuration: cfg}
 }
 
 type v3Case struct {
@@ -65,7 +65,7 @@ type v3Case struct {
 	chunk       []int
 	keys        meta.KeyEncoding
 	fill        string // v3 fill_value JSON
-	codecs      []codec.Metadata
+	codecs      []meta.Codec
 	sharded     bool
 	scramble    bool // rewrite shards with chunks out of order and gaps
 	zarritaSkip bool
@@ -78,34 +78,34 @@ var defaultKeys = meta.KeyEncoding{Name: meta.KeyEncodingDefault, Separator: "/"
 // inner zstd/crc32c/big-endian chunks, v2 and "." chunk keys on shards,
 // nested sharding, out-of-order chunks with gaps, missing shards.
 func v3Cases() []v3Case {
-	idx := []codec.Metadata{BytesLE, CRC32C}
+	idx := []meta.Codec{BytesLE, CRC32C}
 	return []v3Case{
 		{path: "uint16_zstd_end", typ: dtype.TypeUint16, shape: []int{37, 29}, chunk: []int{16, 16}, keys: defaultKeys, fill: "0",
-			codecs: []codec.Metadata{Sharding([]int{4, 8}, []codec.Metadata{BytesLE, Zstd}, idx, "end")}, sharded: true},
+			codecs: []meta.Codec{Sharding([]int{4, 8}, []meta.Codec{BytesLE, Zstd}, idx, "end")}, sharded: true},
 		{path: "int32_gzip_start_nocrc", typ: dtype.TypeInt32, shape: []int{20, 12}, chunk: []int{8, 6}, keys: defaultKeys, fill: "-1",
-			codecs: []codec.Metadata{Sharding([]int{2, 3}, []codec.Metadata{BytesLE, Gzip}, []codec.Metadata{BytesLE}, "start")}, sharded: true},
+			codecs: []meta.Codec{Sharding([]int{2, 3}, []meta.Codec{BytesLE, Gzip}, []meta.Codec{BytesLE}, "start")}, sharded: true},
 		{path: "float32_bigendian", typ: dtype.TypeFloat32, shape: []int{30}, chunk: []int{10}, keys: defaultKeys, fill: `"NaN"`,
-			codecs: []codec.Metadata{Sharding([]int{5}, []codec.Metadata{BytesBE, CRC32C}, []codec.Metadata{BytesBE, CRC32C}, "end")}, sharded: true},
+			codecs: []meta.Codec{Sharding([]int{5}, []meta.Codec{BytesBE, CRC32C}, []meta.Codec{BytesBE, CRC32C}, "end")}, sharded: true},
 		{path: "float64_blosc_lz4", typ: dtype.TypeFloat64, shape: []int{16, 16}, chunk: []int{8, 16}, keys: defaultKeys, fill: "0.5",
-			codecs: []codec.Metadata{Sharding([]int{4, 4}, []codec.Metadata{BytesLE, C("blosc", `{"cname":"lz4","clevel":5,"shuffle":"shuffle","typesize":8,"blocksize":0}`)}, idx, "end")}, sharded: true},
+			codecs: []meta.Codec{Sharding([]int{4, 4}, []meta.Codec{BytesLE, C("blosc", `{"cname":"lz4","clevel":5,"shuffle":"shuffle","typesize":8,"blocksize":0}`)}, idx, "end")}, sharded: true},
 		{path: "uint8_transpose_blosc_zstd", typ: dtype.TypeUint8, shape: []int{6, 8, 10}, chunk: []int{6, 4, 10}, keys: defaultKeys, fill: "7",
-			codecs: []codec.Metadata{Sharding([]int{3, 2, 5}, []codec.Metadata{C("transpose", `{"order":[2,1,0]}`), BytesLE, C("blosc", `{"cname":"zstd","clevel":3,"shuffle":"bitshuffle","typesize":1,"blocksize":0}`)}, idx, "start")}, sharded: true},
+			codecs: []meta.Codec{Sharding([]int{3, 2, 5}, []meta.Codec{C("transpose", `{"order":[2,1,0]}`), BytesLE, C("blosc", `{"cname":"zstd","clevel":3,"shuffle":"bitshuffle","typesize":1,"blocksize":0}`)}, idx, "start")}, sharded: true},
 		{path: "int64_v2keys", typ: dtype.TypeInt64, shape: []int{9, 9}, chunk: []int{6, 6}, keys: meta.KeyEncoding{Name: meta.KeyEncodingV2, Separator: "."}, fill: "0",
-			codecs: []codec.Metadata{Sharding([]int{3, 3}, []codec.Metadata{BytesLE, C("zstd", `{"level":1,"checksum":true}`)}, idx, "end")}, sharded: true},
+			codecs: []meta.Codec{Sharding([]int{3, 3}, []meta.Codec{BytesLE, C("zstd", `{"level":1,"checksum":true}`)}, idx, "end")}, sharded: true},
 		{path: "int16_dotkeys", typ: dtype.TypeInt16, shape: []int{8, 8}, chunk: []int{4, 4}, keys: meta.KeyEncoding{Name: meta.KeyEncodingDefault, Separator: "."}, fill: "0",
-			codecs: []codec.Metadata{Sharding([]int{2, 2}, []codec.Metadata{BytesLE}, idx, "end")}, sharded: true},
+			codecs: []meta.Codec{Sharding([]int{2, 2}, []meta.Codec{BytesLE}, idx, "end")}, sharded: true},
 		{path: "uint16_scrambled", typ: dtype.TypeUint16, shape: []int{16, 16}, chunk: []int{8, 8}, keys: defaultKeys, fill: "0",
-			codecs: []codec.Metadata{Sharding([]int{2, 4}, []codec.Metadata{BytesLE, Gzip}, idx, "end")}, sharded: true, scramble: true},
+			codecs: []meta.Codec{Sharding([]int{2, 4}, []meta.Codec{BytesLE, Gzip}, idx, "end")}, sharded: true, scramble: true},
 		{path: "complex64_crc", typ: dtype.TypeComplex64, shape: []int{8}, chunk: []int{4}, keys: defaultKeys, fill: "[0, 0]",
-			codecs: []codec.Metadata{Sharding([]int{2}, []codec.Metadata{BytesLE, CRC32C}, idx, "end")}, sharded: true, zarritaSkip: true},
+			codecs: []meta.Codec{Sharding([]int{2}, []meta.Codec{BytesLE, CRC32C}, idx, "end")}, sharded: true, zarritaSkip: true},
 		{path: "bool_nested", typ: dtype.TypeBool, shape: []int{16, 16}, chunk: []int{8, 8}, keys: defaultKeys, fill: "false",
-			codecs: []codec.Metadata{Sharding([]int{4, 4}, []codec.Metadata{Sharding([]int{2, 2}, []codec.Metadata{BytesLE}, idx, "end")}, idx, "end")}, sharded: true, zarritaSkip: true},
+			codecs: []meta.Codec{Sharding([]int{4, 4}, []meta.Codec{Sharding([]int{2, 2}, []meta.Codec{BytesLE}, idx, "end")}, idx, "end")}, sharded: true, zarritaSkip: true},
 		{path: "string_vlen", typ: dtype.TypeString, shape: []int{10}, chunk: []int{4}, keys: defaultKeys, fill: `""`,
-			codecs: []codec.Metadata{Sharding([]int{2}, []codec.Metadata{C("vlen-utf8", "")}, idx, "end")}, sharded: true},
+			codecs: []meta.Codec{Sharding([]int{2}, []meta.Codec{C("vlen-utf8", "")}, idx, "end")}, sharded: true},
 		{path: "group/float16_unsharded", typ: dtype.TypeFloat16, shape: []int{7, 5}, chunk: []int{3, 2}, keys: defaultKeys, fill: "0",
-			codecs: []codec.Metadata{BytesLE, Gzip}},
+			codecs: []meta.Codec{BytesLE, Gzip}},
 		{path: "group/int8_scalar", typ: dtype.TypeInt8, shape: []int{}, chunk: []int{}, keys: defaultKeys, fill: "0",
-			codecs: []codec.Metadata{BytesLE}, zarritaSkip: true},
+			codecs: []meta.Codec{BytesLE}, zarritaSkip: true},
 	}
 }
 
