@@ -13,6 +13,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/zarrfs/zarrfs/fs/keyspace"
+	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
 // rootNode holds both views as v3/ and v2/.
@@ -162,9 +163,9 @@ type fileNode struct {
 	gofs.Inode
 	b *binding
 	f atomic.Pointer[keyspace.File] // replaced when a temporary file is renamed
-	// version is the shard version the kernel's cached pages came from.
-	mu      sync.Mutex
-	version string
+	// gen is the shard generation the kernel's cached pages came from.
+	mu  sync.Mutex
+	gen store.Generation
 }
 
 func newFileNode(b *binding, f *keyspace.File) *fileNode {
@@ -227,8 +228,8 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	// they were read (writes through the mount invalidate them). A read
 	// handle has nothing to flush on close.
 	n.mu.Lock()
-	keep := n.version == h.Version
-	n.version = h.Version
+	keep := n.gen == h.Generation
+	n.gen = h.Generation
 	n.mu.Unlock()
 	fuseFlags := uint32(fuse.FOPEN_NOFLUSH)
 	if keep {

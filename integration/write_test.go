@@ -306,7 +306,7 @@ func copyArray(t *testing.T, dir, from, path string) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	doc, err := s.Get(ctx, store.Join(from, zarr.ZarrJSON))
+	doc, err := store.ReadAll(ctx, s, store.Join(from, zarr.ZarrJSON))
 	if err != nil {
 		t.Fatal(err)
 	}

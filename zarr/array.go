@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/codec/sharding"
@@ -103,6 +104,28 @@ func (a *Array) Pipeline() *codec.Pipeline { return a.pipeline }
 // addressable without decoding shards; nil otherwise.
 func (a *Array) Sharding() *sharding.Codec { return a.shard }
 
+// ReadShardIndex reads the index of the shard at key with one request (a
+// suffix read when the index ends the shard, so the shard's size need not
+// be known) and describes the shard, under cond. Store errors come back as
+// they are (ErrNotFound, ErrNotModified); an index that does not decode or
+// does not fit the shard is an error wrapping sharding.ErrInvalidIndex.
+func (a *Array) ReadShardIndex(ctx context.Context, key string, cond store.Cond) (*sharding.Index, store.Info, error) {
+	n := int64(a.shard.IndexSize())
+	span := store.Last(n)
+	if a.shard.IndexAtStart() {
+		span = store.Range(0, n)
+	}
+	b, info, err := a.store.Get(ctx, key, span, cond)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil, info, err
+	}
+	if err != nil || info.Size < n {
+		return nil, info, fmt.Errorf("%w: shard of %d bytes is shorter than its %d-byte index", sharding.ErrInvalidIndex, info.Size, n)
+	}
+	ix, err := a.shard.DecodeIndex(b, info.Size)
+	return ix, info, err
+}
+
 // Grid is the number of chunks (shards) along each axis.
 func (a *Array) Grid() []int { return nd.Grid(a.Shape, a.ChunkShape) }
 
@@ -125,7 +148,7 @@ func (a *Array) ParseChunkKey(key string) ([]int, bool) {
 // the fill value with found == false.
 func (a *Array) ReadChunk(ctx context.Context, coords []int) (c *codec.Chunk, found bool, err error) {
 	key := a.ChunkKey(coords)
-	b, err := a.store.Get(ctx, key)
+	b, err := store.ReadAll(ctx, a.store, key)
 	if errors.Is(err, store.ErrNotFound) {
 		return codec.NewChunk(a.spec), false, nil
 	}
@@ -144,13 +167,13 @@ func (a *Array) ReadChunk(ctx context.Context, coords []int) (c *codec.Chunk, fo
 func (a *Array) WriteChunk(ctx context.Context, coords []int, c *codec.Chunk) error {
 	key := a.ChunkKey(coords)
 	if c.IsFill(a.spec.Fill) {
-		return a.store.Delete(ctx, key)
+		return a.store.Delete(ctx, key, store.Cond{})
 	}
 	b, err := a.pipeline.Encode(c)
 	if err != nil {
 		return fmt.Errorf("%s: %w", key, err)
 	}
-	return a.store.Put(ctx, key, b)
+	return store.Write(ctx, a.store, key, b)
 }
 
 // InnerGrid is the number of inner chunks along each axis of a sharded

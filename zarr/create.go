@@ -22,7 +22,7 @@ func CreateArrayV3(ctx context.Context, s store.Store, path string, m *meta.Arra
 	if err != nil {
 		return nil, err
 	}
-	return a, s.Put(ctx, store.Join(path, ZarrJSON), doc)
+	return a, store.Write(ctx, s, store.Join(path, ZarrJSON), doc)
 }
 
 // CreateArrayV2 writes the .zarray (and .zattrs when attrs is not nil) of a
@@ -36,7 +36,7 @@ func CreateArrayV2(ctx context.Context, s store.Store, path string, m *meta.Arra
 	if err != nil {
 		return nil, err
 	}
-	if err := s.Put(ctx, store.Join(path, ZArray), doc); err != nil {
+	if err := store.Write(ctx, s, store.Join(path, ZArray), doc); err != nil {
 		return nil, err
 	}
 	return a, putZattrs(ctx, s, path, attrs)
@@ -54,13 +54,13 @@ func CreateGroup(ctx context.Context, s store.Store, path string, format int, at
 		if err != nil {
 			return err
 		}
-		return s.Put(ctx, store.Join(path, ZarrJSON), doc)
+		return store.Write(ctx, s, store.Join(path, ZarrJSON), doc)
 	case 2:
 		doc, err := (&meta.GroupV2{}).Marshal()
 		if err != nil {
 			return err
 		}
-		if err := s.Put(ctx, store.Join(path, ZGroup), doc); err != nil {
+		if err := store.Write(ctx, s, store.Join(path, ZGroup), doc); err != nil {
 			return err
 		}
 		return putZattrs(ctx, s, path, attrs)
@@ -76,7 +76,7 @@ func putZattrs(ctx context.Context, s store.Store, path string, attrs json.RawMe
 	if err != nil {
 		return err
 	}
-	return s.Put(ctx, store.Join(path, ZAttrs), doc)
+	return store.Write(ctx, s, store.Join(path, ZAttrs), doc)
 }
 
 // ShardedCodecs returns the codec chain of an array sharded into inner

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/zarrfs/zarrfs/codec/sharding"
 	"github.com/zarrfs/zarrfs/zarr/nd"
 	"github.com/zarrfs/zarrfs/zarr/store"
 )
@@ -65,14 +66,22 @@ func (a *Array) InspectChunk(ctx context.Context, coords []int, verify bool) Chu
 		}
 		return r
 	}
-	f, err := store.Open(ctx, a.store, r.Key)
-	if err != nil {
-		r.Err = err
-		return r
+	// Verifying reads every inner chunk: one request for the whole shard.
+	// Otherwise the index alone is read.
+	var f store.Object
+	var ix *sharding.Index
+	var err error
+	if verify {
+		if f, err = store.Open(ctx, a.store, r.Key); err == nil {
+			defer f.Close()
+			r.Size = f.Info().Size
+			ix, err = a.shard.ReadIndex(f, r.Size)
+		}
+	} else {
+		var info store.Info
+		ix, info, err = a.ReadShardIndex(ctx, r.Key, store.Cond{})
+		r.Size = info.Size
 	}
-	defer f.Close()
-	r.Size = f.Info().Size
-	ix, err := a.shard.ReadIndex(f, r.Size)
 	if err != nil {
 		r.Err = err
 		return r

@@ -84,14 +84,14 @@ func (f *File) Attr(ctx context.Context) (Attr, error) {
 // chunks) or a byte range of an open shard file.
 type Handle struct {
 	data    []byte
-	file    store.File
+	file    store.Object
 	off     int64
 	size    int64
 	release func()
 	served  *atomic.Uint64 // the Stats counter of the bytes read
-	// Version is the shard version the handle reads; it changes when the
-	// chunk's shard is rewritten.
-	Version string
+	// Generation is the shard generation the handle reads; it changes
+	// when the chunk's shard is rewritten.
+	Generation store.Generation
 }
 
 // Size is the size of the file's content.
@@ -170,67 +170,104 @@ func (f *File) open(ctx context.Context, fresh bool) (*Handle, error) {
 			if err != nil {
 				return nil, err
 			}
-			return &Handle{data: b, size: int64(len(b)), served: &f.fs.counts.transcodedBytes, Version: loc.version}, nil
+			return &Handle{data: b, size: int64(len(b)), served: &f.fs.counts.transcodedBytes, Generation: loc.gen}, nil
 		}
 		if loc.data != nil { // a pending update, validated when written
 			n := loc.n - int64(f.arr.drop)
-			return &Handle{data: loc.data[:n], size: n, served: &f.fs.counts.passThroughBytes, Version: loc.version}, nil
+			return &Handle{data: loc.data[:n], size: n, served: &f.fs.counts.passThroughBytes, Generation: loc.gen}, nil
 		}
-		file, release, err := f.fs.files.acquire(ctx, loc.key, loc.version)
+		if f.fs.files == nil { // a store read by ranges
+			b, err := f.arr.readStored(ctx, loc)
+			if errors.Is(err, errStale) {
+				continue
+			}
+			if err == nil {
+				err = f.verifyTrailer(ctx, loc, b)
+			}
+			if err != nil {
+				return nil, err
+			}
+			n := loc.n - int64(f.arr.drop)
+			return &Handle{data: b[:n], size: n, served: &f.fs.counts.passThroughBytes, Generation: loc.gen}, nil
+		}
+		file, release, err := f.fs.files.acquire(ctx, loc.key, loc.gen)
 		if errors.Is(err, errStale) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		if err := f.verifyTrailer(ctx, file, loc); err != nil {
+		if err := f.verifyTrailerOf(ctx, file, loc); err != nil {
 			release()
 			return nil, err
 		}
-		return &Handle{file: file, off: loc.off, size: loc.n - int64(f.arr.drop), release: release, served: &f.fs.counts.passThroughBytes, Version: loc.version}, nil
+		return &Handle{file: file, off: loc.off, size: loc.n - int64(f.arr.drop), release: release, served: &f.fs.counts.passThroughBytes, Generation: loc.gen}, nil
 	}
 	return nil, fmt.Errorf("%s: the shard keeps changing", f.path)
 }
 
-// readStored reads a chunk's stored bytes.
+// readStored reads a chunk's stored bytes: from an open shard file, or
+// with one ranged read tied to the shard's generation (errStale when the
+// shard was replaced since its index was read).
 func (av *arrayView) readStored(ctx context.Context, loc location) ([]byte, error) {
 	if loc.data != nil {
 		return loc.data, nil
 	}
-	file, release, err := av.fs.files.acquire(ctx, loc.key, loc.version)
+	b := make([]byte, loc.n)
+	if av.fs.files == nil {
+		av.fs.counts.rangeReads.Add(1)
+		err := av.fs.store.ReadAt(ctx, loc.key, loc.gen, b, loc.off)
+		if errors.Is(err, store.ErrPrecondition) {
+			return nil, errStale
+		}
+		return b, err
+	}
+	file, release, err := av.fs.files.acquire(ctx, loc.key, loc.gen)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	b := make([]byte, loc.n)
 	if _, err := file.ReadAt(b, loc.off); err != nil && !(err == io.EOF) {
 		return nil, fmt.Errorf("%s: %w", loc.key, err)
 	}
 	return b, nil
 }
 
-// verifyTrailer checks the crc32c that ends a chunk served as stored, once
-// per shard version: no view serves bytes that fail their checksum (v2
-// readers could not tell, as the view leaves the checksum out; not every
-// v3 reader checks it).
-func (f *File) verifyTrailer(ctx context.Context, file store.File, loc location) error {
-	if !f.arr.verify {
-		return nil
-	}
-	cacheKey := fmt.Sprintf("crc\x00%s\x00%s\x00%d", loc.key, loc.version, loc.off)
-	if _, ok := f.fs.cache.Get(cacheKey); ok {
+// verifyTrailerOf verifies the chunk at loc of an open shard file, reading
+// it only when it was not verified before.
+func (f *File) verifyTrailerOf(ctx context.Context, file store.Object, loc location) error {
+	if _, ok := f.fs.cache.Get(trailerKey(loc)); !f.arr.verify || ok {
 		return nil
 	}
 	b := make([]byte, loc.n)
 	if _, err := file.ReadAt(b, loc.off); err != nil && err != io.EOF {
 		return fmt.Errorf("%s: %w", loc.key, err)
 	}
+	return f.verifyTrailer(ctx, loc, b)
+}
+
+// verifyTrailer checks the crc32c that ends the chunk b stored at loc,
+// once per shard generation: no view serves bytes that fail their checksum
+// (v2 readers could not tell, as the view leaves the checksum out; not
+// every v3 reader checks it).
+func (f *File) verifyTrailer(ctx context.Context, loc location, b []byte) error {
+	if !f.arr.verify {
+		return nil
+	}
+	key := trailerKey(loc)
+	if _, ok := f.fs.cache.Get(key); ok {
+		return nil
+	}
 	if len(b) < 4 || crc32.Checksum(b[:len(b)-4], castagnoli) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
 		f.fs.logOnce(ctx, loc.key, "inner chunk checksum mismatch: its files give EIO", "chunk", f.path)
 		return fmt.Errorf("%w: %s: crc32c of inner chunk at offset %d does not match", ErrCorrupt, loc.key, loc.off)
 	}
-	f.fs.cache.Add(cacheKey, struct{}{}, int64(len(cacheKey)+16))
+	f.fs.cache.Add(key, struct{}{}, int64(len(key)+16))
 	return nil
+}
+
+func trailerKey(loc location) string {
+	return fmt.Sprintf("crc\x00%s\x00%s\x00%d", loc.key, loc.gen, loc.off)
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

@@ -13,31 +13,32 @@ import (
 // costs no open(2) of its shard. Files stay open while handles use them;
 // idle ones are closed beyond a bound, least recently used first.
 type fileCache struct {
-	store    store.Store
+	store    store.Opener
 	maxIdle  int
 	mu       sync.Mutex
-	open     map[string]*sharedFile // by key and version
+	open     map[string]*sharedFile // by key and generation
 	idle     *list.List             // of *sharedFile with refs == 0
 	isClosed bool
 	opens    atomic.Uint64 // files opened, for Stats
 }
 
 type sharedFile struct {
-	store.File
+	store.Object
 	id   string
 	refs int
 	elem *list.Element // in idle while refs == 0
 }
 
-func newFileCache(s store.Store, maxIdle int) *fileCache {
+func newFileCache(s store.Opener, maxIdle int) *fileCache {
 	return &fileCache{store: s, maxIdle: maxIdle, open: map[string]*sharedFile{}, idle: list.New()}
 }
 
-// acquire returns the open file of key at version (opening it if needed)
-// and a function that releases it. The file opened is checked to be that
-// version; otherwise the caller's index is stale and it gets errStale.
-func (c *fileCache) acquire(ctx context.Context, key, version string) (store.File, func(), error) {
-	id := key + "\x00" + version
+// acquire returns the open file of key at generation gen (opening it if
+// needed) and a function that releases it. The file opened is checked to
+// be that generation; otherwise the caller's index is stale and it gets
+// errStale.
+func (c *fileCache) acquire(ctx context.Context, key string, gen store.Generation) (store.Object, func(), error) {
+	id := key + "\x00" + string(gen)
 	c.mu.Lock()
 	if f, ok := c.open[id]; ok {
 		if f.refs == 0 {
@@ -48,12 +49,12 @@ func (c *fileCache) acquire(ctx context.Context, key, version string) (store.Fil
 		return f, func() { c.release(f) }, nil
 	}
 	c.mu.Unlock()
-	file, err := store.Open(ctx, c.store, key)
+	file, err := c.store.Open(ctx, key)
 	if err != nil {
 		return nil, nil, err
 	}
 	c.opens.Add(1)
-	if file.Info().Version != version {
+	if file.Info().Generation != gen {
 		file.Close()
 		return nil, nil, errStale
 	}
@@ -67,7 +68,7 @@ func (c *fileCache) acquire(ctx context.Context, key, version string) (store.Fil
 		f.refs++
 		return f, func() { c.release(f) }, nil
 	}
-	f := &sharedFile{File: file, id: id, refs: 1}
+	f := &sharedFile{Object: file, id: id, refs: 1}
 	if !c.isClosed {
 		c.open[id] = f
 	}
@@ -82,14 +83,14 @@ func (c *fileCache) release(f *sharedFile) {
 		return
 	}
 	if c.open[f.id] != f { // dropped by forget or close
-		f.File.Close()
+		f.Object.Close()
 		return
 	}
 	f.elem = c.idle.PushFront(f)
 	for c.idle.Len() > c.maxIdle {
 		old := c.idle.Remove(c.idle.Back()).(*sharedFile)
 		delete(c.open, old.id)
-		old.File.Close()
+		old.Object.Close()
 	}
 }
 
@@ -99,7 +100,7 @@ func (c *fileCache) close() {
 	defer c.mu.Unlock()
 	c.isClosed = true
 	for e := c.idle.Front(); e != nil; e = e.Next() {
-		e.Value.(*sharedFile).File.Close()
+		e.Value.(*sharedFile).Object.Close()
 	}
 	c.idle.Init()
 	clear(c.open)

@@ -81,10 +81,12 @@ type Options struct {
 
 // FS holds the views of one hierarchy and the caches they share.
 type FS struct {
-	h      *zarr.Hierarchy
-	store  store.Store
-	opts   Options
-	cache  *cache.Cache
+	h     *zarr.Hierarchy
+	store store.Store
+	opts  Options
+	cache *cache.Cache
+	// files keeps shard files open on stores that open values (local
+	// directories); on others chunks are read by range (nil).
 	files  *fileCache
 	counts counters
 	// readAhead prepares transcoded chunks ahead of sequential readers.
@@ -122,13 +124,15 @@ func New(h *zarr.Hierarchy, opts Options) *FS {
 	f := &FS{
 		h: h, store: h.Store, opts: opts,
 		cache:     cache.New(opts.CacheBytes),
-		files:     newFileCache(h.Store, 128),
 		readAhead: newReadAhead(opts.ReadAhead),
 		mtime:     time.Now(),
 		arrays:    map[string]map[View]*arrayView{},
 		vnodes:    map[View]map[string]*vnode{},
 		temps:     temps{files: map[string]*tempFile{}},
 		notify:    func(Alias) {},
+	}
+	if o, ok := h.Store.(store.Opener); ok {
+		f.files = newFileCache(o, 128)
 	}
 	f.roots = map[View]*Dir{V3: f.buildView(V3), V2: f.buildView(V2)}
 	return f
@@ -159,7 +163,9 @@ func (f *FS) SetNotifier(fn func(Alias)) { f.notify = fn }
 // open shard files.
 func (f *FS) Close() {
 	f.readAhead.work.Wait()
-	f.files.close()
+	if f.files != nil {
+		f.files.close()
+	}
 }
 
 // logOnce logs a problem the first time it is seen.

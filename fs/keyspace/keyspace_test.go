@@ -25,6 +25,15 @@ func openFS(t testing.TB, dir string, opts keyspace.Options) *keyspace.FS {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	return openFSOver(t, s, opts)
+}
+
+// rangeOnly hides that a directory store opens files, so the views read
+// chunks by ranges tied to generations, as from an object store.
+type rangeOnly struct{ store.Store }
+
+func openFSOver(t testing.TB, s store.Store, opts keyspace.Options) *keyspace.FS {
+	t.Helper()
 	h, err := zarr.Open(context.Background(), s)
 	if err != nil {
 		t.Fatal(err)
@@ -128,6 +137,17 @@ func TestViewsOfGeneratedStores(t *testing.T) {
 			checkView(t, f, keyspace.V3, want)
 			checkView(t, f, keyspace.V2, want)
 		}
+		s, err := store.OpenDir(dir, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := openFSOver(t, rangeOnly{s}, keyspace.Options{})
+		checkView(t, f, keyspace.V3, want)
+		checkView(t, f, keyspace.V2, want)
+		if st := f.Stats(); st.ShardOpens != 0 || st.RangeReads == 0 {
+			t.Errorf("a store read by ranges opened %d shard files and read %d ranges", st.ShardOpens, st.RangeReads)
+		}
+		s.Close()
 	}
 }
 

@@ -117,18 +117,16 @@ func jsonFields(b json.RawMessage) map[string]json.RawMessage {
 	return m
 }
 
-// setAttributes stores a node's new attributes (under the metadata key's
-// update lock, so concurrent writers elsewhere lose nothing else of the
-// document) and regenerates the views' documents.
+// setAttributes stores a node's new attributes (with store.Update, so
+// concurrent writers elsewhere lose nothing else of the document) and regenerates the views' documents.
 func (f *FS) setAttributes(ctx context.Context, n *zarr.Node, attrs json.RawMessage) error {
-	u, ok := f.store.(store.Updater)
-	if !ok {
+	if f.store.ReadOnly() {
 		return ErrReadOnly
 	}
 	var err error
 	switch n.Format {
 	case 3:
-		err = u.Update(ctx, store.Join(n.Path, zarr.ZarrJSON), func(cur store.File) (store.Change, error) {
+		err = store.Update(ctx, f.store, store.Join(n.Path, zarr.ZarrJSON), func(cur store.Object) (store.Change, error) {
 			if cur == nil {
 				return store.Change{}, fmt.Errorf("%w: zarr.json disappeared", ErrNotFound)
 			}
@@ -149,7 +147,7 @@ func (f *FS) setAttributes(ctx context.Context, n *zarr.Node, attrs json.RawMess
 	case 2:
 		var b []byte
 		if b, err = meta.MarshalZattrs(attrs); err == nil {
-			err = f.store.Put(ctx, store.Join(n.Path, zarr.ZAttrs), b)
+			err = store.Write(ctx, f.store, store.Join(n.Path, zarr.ZAttrs), b)
 		}
 	default:
 		err = fmt.Errorf("%w: /%s is an implicit group: it has no metadata document to hold attributes", ErrPermission, n.Path)

@@ -34,7 +34,7 @@ type objectState struct {
 
 // size estimates the memory an objectState holds, for the cache's bound.
 func (s *objectState) size() int64 {
-	n := int64(128 + len(s.key) + len(s.info.Version))
+	n := int64(128 + len(s.key) + len(s.info.Generation))
 	if s.index != nil {
 		n += int64(16 * s.index.Len())
 	}
@@ -74,7 +74,7 @@ func (av *arrayView) object(ctx context.Context, key string, fresh bool) (*objec
 		}
 	case err != nil:
 		return nil, err
-	case s.exists && info.Version == s.info.Version:
+	case s.exists && info.Generation == s.info.Generation:
 		s.checked.Store(now.UnixNano())
 		return s, nil
 	}
@@ -87,7 +87,8 @@ func (av *arrayView) object(ctx context.Context, key string, fresh bool) (*objec
 	return v.(*objectState), nil
 }
 
-// loadObject stats a stored object and, for shards, reads its index.
+// loadObject stats a stored object or, for shards, reads its index with
+// one request.
 func (av *arrayView) loadObject(ctx context.Context, key string) *objectState {
 	s := &objectState{key: key, gen: av.fs.generation(key).Load()}
 	s.checked.Store(time.Now().UnixNano())
@@ -96,15 +97,13 @@ func (av *arrayView) loadObject(ctx context.Context, key string) *objectState {
 		s.exists, s.info, s.err = err == nil, info, ignoreNotFound(err)
 		return s
 	}
-	file, err := store.Open(ctx, av.fs.store, key)
-	if err != nil {
+	ix, info, err := av.a.ReadShardIndex(ctx, key, store.Cond{})
+	if err != nil && !errors.Is(err, sharding.ErrInvalidIndex) {
 		s.err = ignoreNotFound(err)
 		return s
 	}
-	defer file.Close()
-	s.exists, s.info = true, file.Info()
 	av.fs.counts.indexLoads.Add(1)
-	s.index, s.err = av.shard.ReadIndex(file, s.info.Size)
+	s.exists, s.info, s.index, s.err = true, info, ix, err
 	if s.err != nil {
 		av.fs.logOnce(ctx, key, "unreadable shard index: its inner chunks give EIO", "error", s.err)
 	}
@@ -135,11 +134,11 @@ func ignoreNotFound(err error) error {
 // a byte range of a stored object, or, for an update not yet published
 // into its shard, memory (data).
 type location struct {
-	key     string
-	version string
-	mtime   time.Time
-	off, n  int64
-	data    []byte
+	key    string
+	gen    store.Generation
+	mtime  time.Time
+	off, n int64
+	data   []byte
 }
 
 // locate finds the stored bytes of the chunk at view coordinates; ok is
@@ -153,7 +152,7 @@ func (av *arrayView) locate(ctx context.Context, coords []int, fresh bool) (loc 
 			if p.Deleted {
 				return loc, false, nil
 			}
-			loc = location{version: "pending:" + strconv.FormatUint(p.Seq, 10), mtime: p.Time, n: int64(len(p.Data)), data: p.Data}
+			loc = location{gen: store.Generation("pending:" + strconv.FormatUint(p.Seq, 10)), mtime: p.Time, n: int64(len(p.Data)), data: p.Data}
 			return loc, true, av.checkTrailer(loc)
 		}
 	}
@@ -169,7 +168,7 @@ func (av *arrayView) locate(ctx context.Context, coords []int, fresh bool) (loc 
 	if !s.exists {
 		return loc, false, nil
 	}
-	loc = location{key: key, version: s.info.Version, mtime: s.info.ModTime, n: s.info.Size}
+	loc = location{key: key, gen: s.info.Generation, mtime: s.info.ModTime, n: s.info.Size}
 	if s.index != nil {
 		if loc.off, loc.n, ok = s.index.Chunk(local); !ok {
 			return loc, false, nil

@@ -16,6 +16,9 @@ type Stats struct {
 	// ShardOpens counts shard files opened to read chunks, the misses of
 	// the cache of open shard files.
 	ShardOpens uint64 `json:"shard_opens"`
+	// RangeReads counts chunks read by range from a store that does not
+	// open files (object stores), each one request.
+	RangeReads uint64 `json:"range_reads"`
 	// Transcodes counts chunks re-encoded for a view, the misses of the
 	// cache of transcoded chunks.
 	Transcodes uint64 `json:"transcodes"`
@@ -39,16 +42,21 @@ type Served struct {
 
 // counters are the live counters behind Stats.
 type counters struct {
-	indexLoads, transcodes                           atomic.Uint64
+	indexLoads, transcodes, rangeReads               atomic.Uint64
 	passThroughBytes, transcodedBytes, metadataBytes atomic.Uint64
 }
 
 // Stats returns the current counters.
 func (f *FS) Stats() Stats {
+	var opens uint64
+	if f.files != nil {
+		opens = f.files.opens.Load()
+	}
 	return Stats{
 		Cache:      f.cache.Stats(),
 		IndexLoads: f.counts.indexLoads.Load(),
-		ShardOpens: f.files.opens.Load(),
+		ShardOpens: opens,
+		RangeReads: f.counts.rangeReads.Load(),
 		Transcodes: f.counts.transcodes.Load(),
 		ReadAhead:  f.readAhead.ahead.Load(),
 		Served: Served{

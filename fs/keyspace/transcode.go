@@ -8,14 +8,16 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
 // transcoded returns the chunk at coords, stored at loc, re-encoded with
-// the view's codecs. Results are cached by chunk and shard version, so a
+// the view's codecs. Results are cached by chunk and shard generation, so a
 // rewritten shard is transcoded afresh.
 func (av *arrayView) transcoded(ctx context.Context, coords []int, loc location) ([]byte, error) {
 	f := av.fs
-	v, err := f.cache.GetOrLoad(av.transcodeKey(coords, loc.version), func() (any, int64, error) {
+	v, err := f.cache.GetOrLoad(av.transcodeKey(coords, loc.gen), func() (any, int64, error) {
 		stored, err := av.readStored(ctx, loc)
 		if err != nil {
 			return nil, 0, err
@@ -45,8 +47,8 @@ func (av *arrayView) transcoded(ctx context.Context, coords []int, loc location)
 	return v.([]byte), nil
 }
 
-func (av *arrayView) transcodeKey(coords []int, version string) string {
-	return fmt.Sprintf("tc\x00%s\x00%s\x00%v\x00%s", av.view, av.path, coords, version)
+func (av *arrayView) transcodeKey(coords []int, gen store.Generation) string {
+	return fmt.Sprintf("tc\x00%s\x00%s\x00%v\x00%s", av.view, av.path, coords, gen)
 }
 
 // readAhead transcodes, in the background, the chunks that follow the one
@@ -112,7 +114,7 @@ func (r *readAhead) after(av *arrayView, coords []int) {
 func (r *readAhead) prepare(av *arrayView, coords []int) {
 	ctx := context.Background()
 	loc, ok, err := av.locate(ctx, coords, false)
-	if err != nil || !ok || av.fs.cache.Contains(av.transcodeKey(coords, loc.version)) {
+	if err != nil || !ok || av.fs.cache.Contains(av.transcodeKey(coords, loc.gen)) {
 		return
 	}
 	// An error is the reader's to see (and log) when it gets there.

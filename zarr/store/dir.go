@@ -11,6 +11,7 @@ import (
 	"iter"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -29,8 +30,9 @@ type Dir struct {
 }
 
 var (
-	_ Store  = (*Dir)(nil)
-	_ Opener = (*Dir)(nil)
+	_ Store   = (*Dir)(nil)
+	_ Opener  = (*Dir)(nil)
+	_ Updater = (*Dir)(nil)
 )
 
 // OpenDir opens the directory at dir as a store.
@@ -39,11 +41,17 @@ func OpenDir(dir string, readOnly bool) (*Dir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
 	return &Dir{root: root, path: dir, readOnly: readOnly}, nil
 }
 
-// Path is the directory the store was opened at.
+// Path is the absolute path of the directory.
 func (d *Dir) Path() string { return d.path }
+
+// String is the directory's absolute path.
+func (d *Dir) String() string { return d.path }
 
 // Close releases the directory.
 func (d *Dir) Close() error { return d.root.Close() }
@@ -65,34 +73,45 @@ func mapErr(key string, err error) error {
 	return fmt.Errorf("%s: %w", key, err)
 }
 
-// Get returns the whole value stored at key.
-func (d *Dir) Get(_ context.Context, key string) ([]byte, error) {
-	if err := ValidateKey(key); err != nil {
-		return nil, err
-	}
-	b, err := d.root.ReadFile(key)
-	return b, mapErr(key, err)
-}
-
-// GetRange returns length bytes at offset (length < 0: to the end).
-func (d *Dir) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
-	f, err := d.Open(ctx, key)
+// Get reads span of the value at key from one open file, so the bytes and
+// the Info describe the same generation.
+func (d *Dir) Get(ctx context.Context, key string, span Span, cond Cond) ([]byte, Info, error) {
+	f, err := d.open(key)
 	if err != nil {
-		return nil, err
+		return nil, Info{}, err
 	}
 	defer f.Close()
-	size := f.Info().Size
-	if length < 0 {
-		length = size - offset
+	if err := cond.Check(key, true, f.info); err != nil {
+		return nil, f.info, err
 	}
-	if offset < 0 || length < 0 || offset > size || length > size-offset {
-		return nil, fmt.Errorf("%s: range [%d, %d+%d) of %d bytes: %w", key, offset, offset, length, size, io.ErrUnexpectedEOF)
+	off, n, err := span.Resolve(f.info.Size)
+	if err != nil {
+		return nil, f.info, fmt.Errorf("%s: %w", key, err)
 	}
-	b := make([]byte, length)
-	if _, err := f.ReadAt(b, offset); err != nil {
-		return nil, mapErr(key, err)
+	b := make([]byte, n)
+	if _, err := f.ReadAt(b, off); err != nil && !(err == io.EOF) {
+		return nil, f.info, mapErr(key, err)
 	}
-	return b, nil
+	return b, f.info, nil
+}
+
+// ReadAt reads from the file at key after checking its generation.
+func (d *Dir) ReadAt(_ context.Context, key string, gen Generation, p []byte, off int64) error {
+	f, err := d.open(key)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := (Cond{IfMatch: gen}).Check(key, true, f.info); err != nil {
+		return err
+	}
+	if _, err := f.ReadAt(p, off); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return mapErr(key, err)
+	}
+	return nil
 }
 
 // Stat describes the value at key.
@@ -110,33 +129,47 @@ func (d *Dir) Stat(_ context.Context, key string) (Info, error) {
 	return fileInfo(fi), nil
 }
 
+// fileInfo describes a file; its generation is device, inode, mtime and
+// size, which change when it is replaced or written.
 func fileInfo(fi fs.FileInfo) Info {
 	info := Info{Size: fi.Size(), ModTime: fi.ModTime()}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		info.Version = fmt.Sprintf("%x:%x:%x:%x", st.Dev, st.Ino, fi.ModTime().UnixNano(), fi.Size())
+		info.Generation = Generation(fmt.Sprintf("%x:%x:%x:%x", st.Dev, st.Ino, fi.ModTime().UnixNano(), fi.Size()))
 	} else {
-		info.Version = fmt.Sprintf("%x:%x", fi.ModTime().UnixNano(), fi.Size())
+		info.Generation = Generation(fmt.Sprintf("%x:%x", fi.ModTime().UnixNano(), fi.Size()))
 	}
 	return info
 }
 
-// Put writes value to a temporary file next to key, syncs it, renames it
-// onto key and syncs the directory, so the value is replaced atomically
-// and survives a crash once Put returns.
-func (d *Dir) Put(_ context.Context, key string, value []byte) error {
+// Put writes the parts to a temporary file next to key, syncs it, renames
+// it onto key and syncs the directory, so the value is replaced atomically
+// and survives a crash once Put returns. A conditional Put holds the key's
+// update lock, so it excludes Update and other conditional writers.
+func (d *Dir) Put(ctx context.Context, key string, parts [][]byte, cond Cond) (Info, error) {
+	if cond != (Cond{}) {
+		var info Info
+		err := d.Update(ctx, key, func(cur Object) (Change, error) {
+			if err := checkCurrent(key, cur, cond); err != nil {
+				return Change{}, err
+			}
+			return Change{Value: parts}, nil
+		})
+		if err != nil {
+			return Info{}, err
+		}
+		info, err = d.Stat(ctx, key)
+		return info, err
+	}
 	dir, err := d.makeParent(key)
 	if err != nil {
-		return err
+		return Info{}, err
 	}
 	tmp := tempName(key)
 	f, err := d.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return mapErr(key, err)
+		return Info{}, mapErr(key, err)
 	}
-	_, err = f.Write(value)
-	if err == nil {
-		err = f.Sync()
-	}
+	info, err := writeSynced(f, parts)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -145,9 +178,32 @@ func (d *Dir) Put(_ context.Context, key string, value []byte) error {
 	}
 	if err != nil {
 		d.root.Remove(tmp)
-		return mapErr(key, err)
+		return Info{}, mapErr(key, err)
 	}
-	return mapErr(key, d.syncDir(dir))
+	return info, mapErr(key, d.syncDir(dir))
+}
+
+// writeSynced writes parts into the empty file f, syncs it and describes it.
+func writeSynced(f *os.File, parts [][]byte) (Info, error) {
+	if _, err := WriteParts(f, 0, parts); err != nil {
+		return Info{}, err
+	}
+	if err := f.Sync(); err != nil {
+		return Info{}, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return Info{}, err
+	}
+	return fileInfo(fi), nil
+}
+
+// checkCurrent applies cond to the value Update found.
+func checkCurrent(key string, cur Object, cond Cond) error {
+	if cur == nil {
+		return cond.Check(key, false, Info{})
+	}
+	return cond.Check(key, true, cur.Info())
 }
 
 // makeParent checks that key may be written and creates the directory it
@@ -182,6 +238,17 @@ func (d *Dir) syncDir(dir string) error {
 	return f.Sync()
 }
 
+// SyncDir syncs the directory at dir, so that entries created or renamed
+// in it survive a crash.
+func SyncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
 func (d *Dir) writable(key string) error {
 	if d.readOnly {
 		return fmt.Errorf("%w: %s", ErrReadOnly, key)
@@ -189,10 +256,19 @@ func (d *Dir) writable(key string) error {
 	return ValidateKey(key)
 }
 
-// Delete removes the value at key and syncs its directory.
-func (d *Dir) Delete(_ context.Context, key string) error {
+// Delete removes the value at key and syncs its directory; a conditional
+// Delete holds the key's update lock.
+func (d *Dir) Delete(ctx context.Context, key string, cond Cond) error {
 	if err := d.writable(key); err != nil {
 		return err
+	}
+	if cond != (Cond{}) {
+		return d.Update(ctx, key, func(cur Object) (Change, error) {
+			if err := checkCurrent(key, cur, cond); err != nil {
+				return Change{}, err
+			}
+			return Change{Delete: true}, nil
+		})
 	}
 	fi, err := d.root.Lstat(key)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
@@ -213,7 +289,7 @@ func (d *Dir) Delete(_ context.Context, key string) error {
 // List yields every key below prefix, directory by directory.
 func (d *Dir) List(ctx context.Context, prefix string) iter.Seq2[string, error] {
 	return func(yield func(string, error) bool) {
-		if err := validatePrefix(prefix); err != nil {
+		if err := ValidatePrefix(prefix); err != nil {
 			yield("", err)
 			return
 		}
@@ -243,7 +319,7 @@ func (d *Dir) walk(ctx context.Context, dir string, yield func(string, error) bo
 // 4096 so huge directories stream. A missing prefix has no children.
 func (d *Dir) ListDir(ctx context.Context, prefix string) iter.Seq2[Entry, error] {
 	return func(yield func(Entry, error) bool) {
-		if err := validatePrefix(prefix); err != nil {
+		if err := ValidatePrefix(prefix); err != nil {
 			yield(Entry{}, err)
 			return
 		}
@@ -295,8 +371,22 @@ func (d *Dir) ListDir(ctx context.Context, prefix string) iter.Seq2[Entry, error
 	}
 }
 
+// hidden reports whether a name in directory dir is store machinery rather
+// than a key: temporary files of Put, lock files of Update, and StateDir.
+func hidden(dir, name string) bool {
+	return strings.Contains(name, tempMarker) || strings.HasSuffix(name, lockSuffix) || dir == "." && name == StateDir
+}
+
 // Open opens the value at key for random reads.
-func (d *Dir) Open(_ context.Context, key string) (File, error) {
+func (d *Dir) Open(_ context.Context, key string) (Object, error) {
+	f, err := d.open(key)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (d *Dir) open(key string) (*dirFile, error) {
 	if err := ValidateKey(key); err != nil {
 		return nil, err
 	}
@@ -320,7 +410,5 @@ type dirFile struct {
 	*os.File
 	info Info
 }
-
-var _ FdFile = (*dirFile)(nil)
 
 func (f *dirFile) Info() Info { return f.info }

@@ -27,50 +27,58 @@ func openDir(t *testing.T, readOnly bool) (*store.Dir, string) {
 func TestDirPutGetDelete(t *testing.T) {
 	ctx := context.Background()
 	s, dir := openDir(t, false)
-	if err := s.Put(ctx, "a/b/c/0/1", []byte("hello world")); err != nil {
+	put, err := s.Put(ctx, "a/b/c/0/1", [][]byte{[]byte("hello "), nil, []byte("world")}, store.Cond{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Get(ctx, "a/b/c/0/1")
+	got, err := store.ReadAll(ctx, s, "a/b/c/0/1")
 	if err != nil || string(got) != "hello world" {
 		t.Fatalf("Get = %q, %v", got, err)
 	}
-	part, err := s.GetRange(ctx, "a/b/c/0/1", 6, 5)
-	if err != nil || string(part) != "world" {
-		t.Fatalf("GetRange = %q, %v", part, err)
+	for _, c := range []struct {
+		span store.Span
+		want string
+	}{
+		{store.Range(6, 5), "world"},
+		{store.Range(6, -1), "world"},
+		{store.Last(5), "world"},
+		{store.Last(100), "hello world"},
+		{store.All, "hello world"},
+	} {
+		b, info, err := s.Get(ctx, "a/b/c/0/1", c.span, store.Cond{})
+		if err != nil || string(b) != c.want || info.Size != 11 || info.Generation != put.Generation {
+			t.Errorf("Get(%+v) = %q, %+v, %v; want %q of the value Put described (%+v)", c.span, b, info, err, c.want, put)
+		}
 	}
-	tail, err := s.GetRange(ctx, "a/b/c/0/1", 6, -1)
-	if err != nil || string(tail) != "world" {
-		t.Fatalf("GetRange to end = %q, %v", tail, err)
-	}
-	if _, err := s.GetRange(ctx, "a/b/c/0/1", 6, 6); !errors.Is(err, io.ErrUnexpectedEOF) {
-		t.Fatalf("GetRange past the end: %v, want ErrUnexpectedEOF", err)
+	if _, _, err := s.Get(ctx, "a/b/c/0/1", store.Range(6, 6), store.Cond{}); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("Get past the end: %v, want ErrUnexpectedEOF", err)
 	}
 	info, err := s.Stat(ctx, "a/b/c/0/1")
-	if err != nil || info.Size != 11 || info.Version == "" {
-		t.Fatalf("Stat = %+v, %v", info, err)
+	if err != nil || info.Size != 11 || info.Generation != put.Generation {
+		t.Fatalf("Stat = %+v, %v; Put said %+v", info, err, put)
 	}
-	if err := s.Put(ctx, "a/b/c/0/1", []byte("replaced")); err != nil {
+	if err := store.Write(ctx, s, "a/b/c/0/1", []byte("replaced")); err != nil {
 		t.Fatal(err)
 	}
 	info2, _ := s.Stat(ctx, "a/b/c/0/1")
-	if info2.Version == info.Version {
-		t.Fatalf("Version unchanged after Put: %s", info.Version)
+	if info2.Generation == info.Generation {
+		t.Fatalf("Generation unchanged after Put: %s", info.Generation)
 	}
 	// No temporary files are left behind.
 	entries, _ := os.ReadDir(filepath.Join(dir, "a/b/c/0"))
 	if len(entries) != 1 {
 		t.Fatalf("directory holds %d entries, want 1: %v", len(entries), entries)
 	}
-	if err := s.Delete(ctx, "a/b/c/0/1"); err != nil {
+	if err := s.Delete(ctx, "a/b/c/0/1", store.Cond{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Get(ctx, "a/b/c/0/1"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := store.ReadAll(ctx, s, "a/b/c/0/1"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("Get after Delete: %v, want ErrNotFound", err)
 	}
-	if err := s.Delete(ctx, "a/b/c/0/1"); err != nil {
+	if err := s.Delete(ctx, "a/b/c/0/1", store.Cond{}); err != nil {
 		t.Fatalf("Delete of a missing key: %v", err)
 	}
-	if _, err := s.Get(ctx, "a/b"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := store.ReadAll(ctx, s, "a/b"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("Get of a directory: %v, want ErrNotFound", err)
 	}
 }
@@ -80,7 +88,7 @@ func TestDirList(t *testing.T) {
 	s, _ := openDir(t, false)
 	keys := []string{"zarr.json", "x/zarr.json", "x/c/0/0", "x/c/0/1", "x/c/1/0", "y/.zarray", "y/0.0"}
 	for _, k := range keys {
-		if err := s.Put(ctx, k, []byte(k)); err != nil {
+		if err := store.Write(ctx, s, k, []byte(k)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -147,19 +155,19 @@ func TestDirRefusesEscapes(t *testing.T) {
 		}
 	}
 	for _, key := range []string{"../x", "a/../../x", "/etc/passwd", "a//b", "./a", "a\\b", "out/secret", "leak", ""} {
-		if _, err := s.Get(ctx, key); !errors.Is(err, store.ErrInvalidKey) {
+		if _, err := store.ReadAll(ctx, s, key); !errors.Is(err, store.ErrInvalidKey) {
 			t.Errorf("Get(%q) = %v, want ErrInvalidKey", key, err)
 		}
 		// Put renames onto the name itself, so replacing the link "leak"
 		// stays inside the store; every other key must be refused.
-		if err := s.Put(ctx, key, []byte("x")); err == nil && key != "leak" {
+		if err := store.Write(ctx, s, key, []byte("x")); err == nil && key != "leak" {
 			t.Errorf("Put(%q) succeeded", key)
 		}
 	}
 	if b, err := os.ReadFile(filepath.Join(outside, "secret")); err != nil || string(b) != "secret" {
 		t.Fatalf("the file outside the store changed: %q %v", b, err)
 	}
-	if b, err := s.Get(ctx, "alias/v"); err != nil || string(b) != "inside" {
+	if b, err := store.ReadAll(ctx, s, "alias/v"); err != nil || string(b) != "inside" {
 		t.Fatalf("symlink inside the store: %q, %v", b, err)
 	}
 }
@@ -168,10 +176,13 @@ func TestDirReadOnly(t *testing.T) {
 	ctx := context.Background()
 	s, dir := openDir(t, true)
 	os.WriteFile(filepath.Join(dir, "k"), []byte("v"), 0o644)
-	if err := s.Put(ctx, "k", []byte("w")); !errors.Is(err, store.ErrReadOnly) {
+	if err := store.Write(ctx, s, "k", []byte("w")); !errors.Is(err, store.ErrReadOnly) {
 		t.Fatalf("Put on a read-only store: %v", err)
 	}
-	if err := s.Delete(ctx, "k"); !errors.Is(err, store.ErrReadOnly) {
+	if _, err := s.Put(ctx, "k", [][]byte{[]byte("w")}, store.Cond{IfNoneMatch: store.AnyGeneration}); !errors.Is(err, store.ErrReadOnly) {
+		t.Fatalf("conditional Put on a read-only store: %v", err)
+	}
+	if err := s.Delete(ctx, "k", store.Cond{}); !errors.Is(err, store.ErrReadOnly) {
 		t.Fatalf("Delete on a read-only store: %v", err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "k")); !bytes.Equal(b, []byte("v")) {
@@ -179,24 +190,69 @@ func TestDirReadOnly(t *testing.T) {
 	}
 }
 
-func TestDirOpenFd(t *testing.T) {
+func TestDirOpen(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openDir(t, false)
-	s.Put(ctx, "shard", []byte("0123456789"))
+	store.Write(ctx, s, "shard", []byte("0123456789"))
 	f, err := s.Open(ctx, "shard")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	fd, ok := f.(store.FdFile)
-	if !ok || fd.Fd() == 0 {
-		t.Fatalf("Dir files are not FdFile: %T", f)
-	}
 	buf := make([]byte, 3)
 	if _, err := f.ReadAt(buf, 4); err != nil || string(buf) != "456" {
 		t.Fatalf("ReadAt = %q, %v", buf, err)
 	}
-	if f.Info().Size != 10 {
-		t.Fatalf("Info().Size = %d", f.Info().Size)
+	if info, _ := s.Stat(ctx, "shard"); f.Info() != info {
+		t.Fatalf("Info() = %+v, Stat = %+v", f.Info(), info)
+	}
+}
+
+// Conditions hold against the generation a value is at, on reads and on
+// writes, and a refused write changes nothing.
+func TestDirConditions(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openDir(t, false)
+	v1, err := s.Put(ctx, "k", [][]byte{[]byte("one")}, store.Cond{IfNoneMatch: store.AnyGeneration})
+	if err != nil {
+		t.Fatalf("create-only Put of a new key: %v", err)
+	}
+	if _, err := s.Put(ctx, "k", [][]byte{[]byte("two")}, store.Cond{IfNoneMatch: store.AnyGeneration}); !errors.Is(err, store.ErrPrecondition) {
+		t.Fatalf("create-only Put of an existing key: %v, want ErrPrecondition", err)
+	}
+	if _, err := s.Put(ctx, "k", [][]byte{[]byte("two")}, store.Cond{IfMatch: "other"}); !errors.Is(err, store.ErrPrecondition) {
+		t.Fatalf("Put at another generation: %v, want ErrPrecondition", err)
+	}
+	if err := s.Delete(ctx, "k", store.Cond{IfMatch: "other"}); !errors.Is(err, store.ErrPrecondition) {
+		t.Fatalf("Delete at another generation: %v, want ErrPrecondition", err)
+	}
+	if b, _ := store.ReadAll(ctx, s, "k"); string(b) != "one" {
+		t.Fatalf("refused writes changed the value to %q", b)
+	}
+	if _, _, err := s.Get(ctx, "k", store.All, store.Cond{IfNoneMatch: v1.Generation}); !errors.Is(err, store.ErrNotModified) {
+		t.Fatalf("Get if changed of an unchanged value: %v, want ErrNotModified", err)
+	}
+	p := make([]byte, 2)
+	if err := s.ReadAt(ctx, "k", v1.Generation, p, 1); err != nil || string(p) != "ne" {
+		t.Fatalf("ReadAt at the current generation = %q, %v", p, err)
+	}
+	v2, err := s.Put(ctx, "k", [][]byte{[]byte("two")}, store.Cond{IfMatch: v1.Generation})
+	if err != nil || v2.Generation == v1.Generation {
+		t.Fatalf("Put at the current generation: %+v, %v", v2, err)
+	}
+	if err := s.ReadAt(ctx, "k", v1.Generation, p, 1); !errors.Is(err, store.ErrPrecondition) {
+		t.Fatalf("ReadAt at a replaced generation: %v, want ErrPrecondition", err)
+	}
+	if err := s.ReadAt(ctx, "k", v2.Generation, p, 2); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("ReadAt past the end: %v, want ErrUnexpectedEOF", err)
+	}
+	if b, info, err := s.Get(ctx, "k", store.All, store.Cond{IfMatch: v2.Generation}); err != nil || string(b) != "two" || info != v2 {
+		t.Fatalf("Get at the current generation = %q, %+v, %v", b, info, err)
+	}
+	if err := s.Delete(ctx, "k", store.Cond{IfMatch: v2.Generation}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Stat(ctx, "k"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("after a conditional Delete: %v", err)
 	}
 }

@@ -1,12 +1,20 @@
-// Package store defines the key-value store a Zarr hierarchy lives in and
-// implements it for a local directory.
+// Package store defines the key-value store a Zarr hierarchy lives in, and
+// implements it for a local directory. Stores in object storage and on web
+// servers implement it in the packages below this one.
 //
 // Keys are relative, '/'-separated paths such as "group/array/c/0/1".
 // Keys that could leave the store ("..", ".", empty parts, absolute paths,
 // backslashes, NUL) are refused with ErrInvalidKey before any I/O.
+//
+// Every value has a generation, which changes whenever the value is
+// replaced. Reads can be tied to a generation and writes made conditional
+// on one, as HTTP does with ETags: that is what lets a reader never mix
+// two versions of a shard, and writers on different machines update one
+// shard without losing each other's changes (Update).
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,9 +24,9 @@ import (
 	"time"
 )
 
-// StateDir is the directory at the root of a store where zarrfs keeps its
-// own state (write journals); it is not part of the hierarchy and listings
-// of the root hide it.
+// StateDir is the directory at the root of a local store where zarrfs
+// keeps its own state (write journals); it is not part of the hierarchy
+// and listings of the root hide it.
 const StateDir = ".zarrfs"
 
 // Errors returned by stores, wrapped with the key.
@@ -26,15 +34,91 @@ var (
 	ErrNotFound   = errors.New("key not found")
 	ErrInvalidKey = errors.New("invalid key")
 	ErrReadOnly   = errors.New("store is read-only")
+	// ErrPrecondition: a condition (Cond) did not hold: the value is at
+	// another generation than the one required, or exists when it must not.
+	ErrPrecondition = errors.New("precondition failed")
+	// ErrNotModified: a read with Cond.IfNoneMatch found the value still
+	// at that generation; nothing was read.
+	ErrNotModified = errors.New("not modified")
+	// ErrNoListing: the store cannot list its keys (a web server).
+	ErrNoListing = errors.New("store cannot list keys")
 )
+
+// Generation identifies one version of a value; "" is none. It is opaque:
+// device, inode, modification time and size for a local file, the ETag for
+// an object.
+type Generation string
+
+// AnyGeneration in Cond.IfNoneMatch of a write requires that the value
+// does not exist (HTTP's If-None-Match: *).
+const AnyGeneration Generation = "*"
 
 // Info describes a stored value.
 type Info struct {
-	Size    int64
-	ModTime time.Time
-	// Version changes whenever the value is replaced (for files: device,
-	// inode, mtime and size), so caches can tell a value was rewritten.
-	Version string
+	Size       int64
+	ModTime    time.Time
+	Generation Generation
+}
+
+// Span selects bytes of a value.
+type Span struct {
+	Offset int64
+	Length int64 // < 0: to the end
+	// Suffix > 0 selects the last Suffix bytes instead (all of a shorter
+	// value), so that an index at the end of a shard costs one request
+	// without knowing the shard's size.
+	Suffix int64
+}
+
+// All selects a whole value.
+var All = Span{Length: -1}
+
+// Range selects length bytes at offset.
+func Range(offset, length int64) Span { return Span{Offset: offset, Length: length} }
+
+// Last selects the last n bytes.
+func Last(n int64) Span { return Span{Suffix: n} }
+
+// Resolve returns the offset and length the span selects in a value of
+// size bytes; a range past the end is an error wrapping io.ErrUnexpectedEOF.
+func (s Span) Resolve(size int64) (offset, length int64, err error) {
+	if s.Suffix > 0 {
+		n := min(s.Suffix, size)
+		return size - n, n, nil
+	}
+	offset, length = s.Offset, s.Length
+	if length < 0 {
+		length = size - offset
+	}
+	if offset < 0 || length < 0 || offset > size || length > size-offset {
+		return 0, 0, fmt.Errorf("range [%d, %d+%d) of %d bytes: %w", s.Offset, s.Offset, s.Length, size, io.ErrUnexpectedEOF)
+	}
+	return offset, length, nil
+}
+
+// Cond makes a read or a write conditional on the generation of the value.
+type Cond struct {
+	// IfMatch: the value must be at this generation; ErrPrecondition
+	// otherwise (a missing value included).
+	IfMatch Generation
+	// IfNoneMatch: reads give ErrNotModified when the value is at this
+	// generation; writes with AnyGeneration give ErrPrecondition when the
+	// value exists.
+	IfNoneMatch Generation
+}
+
+// Check applies the condition to the value's current state (exists,
+// info); stores that evaluate conditions themselves use it.
+func (c Cond) Check(key string, exists bool, info Info) error {
+	switch {
+	case c.IfMatch != "" && (!exists || info.Generation != c.IfMatch):
+		return fmt.Errorf("%w: %s changed", ErrPrecondition, key)
+	case c.IfNoneMatch == AnyGeneration && exists:
+		return fmt.Errorf("%w: %s exists", ErrPrecondition, key)
+	case c.IfNoneMatch != "" && exists && info.Generation == c.IfNoneMatch:
+		return fmt.Errorf("%w: %s", ErrNotModified, key)
+	}
+	return nil
 }
 
 // Entry is one name in a directory-style listing.
@@ -45,44 +129,86 @@ type Entry struct {
 
 // Store is a Zarr key-value store.
 type Store interface {
-	// Get returns the whole value.
-	Get(ctx context.Context, key string) ([]byte, error)
-	// GetRange returns length bytes at offset; length < 0 reads to the end.
-	// Reading past the end is an error wrapping io.ErrUnexpectedEOF.
-	GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error)
+	// Get reads span of the value at key in one request and describes the
+	// value.
+	Get(ctx context.Context, key string, span Span, cond Cond) ([]byte, Info, error)
+	// ReadAt reads len(p) bytes at off of the value at key into p. The
+	// value must be at generation gen: ErrPrecondition otherwise, so bytes
+	// of two generations are never mixed.
+	ReadAt(ctx context.Context, key string, gen Generation, p []byte, off int64) error
 	Stat(ctx context.Context, key string) (Info, error)
-	// Put replaces the value atomically: readers see the old or the new
-	// value, never a mix, and after Put returns the value is durable.
-	Put(ctx context.Context, key string, value []byte) error
-	// Delete removes the value; deleting a missing key is not an error.
-	Delete(ctx context.Context, key string) error
+	// Put replaces the value with parts, one after another, if cond holds:
+	// atomically (readers see the old or the new value, never a mix) and
+	// durably once Put returns. It describes the new value.
+	Put(ctx context.Context, key string, parts [][]byte, cond Cond) (Info, error)
+	// Delete removes the value if cond holds; a missing value is not an
+	// error unless cond requires a generation.
+	Delete(ctx context.Context, key string, cond Cond) error
 	// List yields every key below prefix ("" for all).
 	List(ctx context.Context, prefix string) iter.Seq2[string, error]
 	// ListDir yields the immediate children of a prefix ("" for the root).
 	ListDir(ctx context.Context, prefix string) iter.Seq2[Entry, error]
 	// ReadOnly reports whether Put and Delete are refused.
 	ReadOnly() bool
-}
-
-// File is an open value that supports random reads without reading it
-// whole, such as a shard.
-type File interface {
-	io.ReaderAt
+	// String names the store: its path or URL, for logs and for keys
+	// (caches, journals) that must tell stores apart.
+	String() string
 	io.Closer
+}
+
+// ReadAll returns the whole value at key.
+func ReadAll(ctx context.Context, s Store, key string) ([]byte, error) {
+	b, _, err := s.Get(ctx, key, All, Cond{})
+	return b, err
+}
+
+// Write replaces the value at key with b unconditionally.
+func Write(ctx context.Context, s Store, key string, b []byte) error {
+	_, err := s.Put(ctx, key, [][]byte{b}, Cond{})
+	return err
+}
+
+// Object is one generation of a value, open for random reads.
+type Object interface {
+	io.ReaderAt
 	Info() Info
+	io.Closer
 }
 
-// Opener is implemented by stores that can open values for random access.
+// Opener is implemented by stores that open values natively for random
+// reads (a local file); see Open.
 type Opener interface {
-	Open(ctx context.Context, key string) (File, error)
+	Open(ctx context.Context, key string) (Object, error)
 }
 
-// FdFile is a File backed by an operating-system file descriptor, which
-// lets the FUSE layer splice byte ranges without copying them.
-type FdFile interface {
-	File
-	Fd() uintptr
+// Open opens the current generation of the value at key for random reads
+// within one operation that reads much of it (checking, compacting or
+// rewriting a shard): natively where the store is an Opener, otherwise by
+// reading the whole value with one request.
+func Open(ctx context.Context, s Store, key string) (Object, error) {
+	if o, ok := s.(Opener); ok {
+		return o.Open(ctx, key)
+	}
+	b, info, err := s.Get(ctx, key, All, Cond{})
+	if err != nil {
+		return nil, err
+	}
+	return NewBytesObject(b, info), nil
 }
+
+// NewBytesObject returns an Object holding b.
+func NewBytesObject(b []byte, info Info) Object {
+	info.Size = int64(len(b))
+	return &bytesObject{Reader: bytes.NewReader(b), info: info}
+}
+
+type bytesObject struct {
+	*bytes.Reader
+	info Info
+}
+
+func (o *bytesObject) Info() Info   { return o.info }
+func (o *bytesObject) Close() error { return nil }
 
 // ValidateKey checks that key is a clean relative path inside the store.
 func ValidateKey(key string) error {
@@ -106,9 +232,9 @@ func ValidateKey(key string) error {
 	return nil
 }
 
-// validatePrefix accepts "" (the root) and otherwise what ValidateKey
+// ValidatePrefix accepts "" (the root) and otherwise what ValidateKey
 // accepts, with or without a trailing '/'.
-func validatePrefix(prefix string) error {
+func ValidatePrefix(prefix string) error {
 	if prefix == "" {
 		return nil
 	}
@@ -130,32 +256,3 @@ func Join(parts ...string) string {
 	}
 	return b.String()
 }
-
-// Open opens the value at key for random reads in any store: natively when
-// the store is an Opener, otherwise through GetRange.
-func Open(ctx context.Context, s Store, key string) (File, error) {
-	if o, ok := s.(Opener); ok {
-		return o.Open(ctx, key)
-	}
-	info, err := s.Stat(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	return &rangeFile{ctx: ctx, s: s, key: key, info: info}, nil
-}
-
-// rangeFile reads a value of a store without Opener by ranges.
-type rangeFile struct {
-	ctx  context.Context
-	s    Store
-	key  string
-	info Info
-}
-
-func (f *rangeFile) ReadAt(p []byte, off int64) (int, error) {
-	b, err := f.s.GetRange(f.ctx, f.key, off, int64(len(p)))
-	return copy(p, b), err
-}
-
-func (f *rangeFile) Close() error { return nil }
-func (f *rangeFile) Info() Info   { return f.info }

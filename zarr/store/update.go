@@ -1,15 +1,12 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
-	"io"
-	"io/fs"
-	"os"
-	"slices"
-	"strings"
-
-	"golang.org/x/sys/unix"
+	"fmt"
+	"math/rand/v2"
+	"time"
 )
 
 // Patch overwrites bytes of a value in place.
@@ -20,214 +17,100 @@ type Patch struct {
 
 // Change is what an update does to a value. The zero Change keeps it.
 type Change struct {
-	// Value replaces the value atomically: its parts, one after another,
-	// are the new value (a shard's inner chunks and index, written
-	// without joining them first).
+	// Value replaces the value: its parts, one after another, are the new
+	// value (a shard's inner chunks and index, written without joining
+	// them first).
 	Value [][]byte
 	// Delete removes the value.
 	Delete bool
-	// Patches overwrite parts of the existing value in place instead,
-	// for updates that keep its layout.
+	// Patches overwrite parts of the existing value instead, for updates
+	// that keep its layout: in place where the store can (a local file),
+	// by writing the patched value otherwise.
 	Patches []Patch
 }
 
-// Updater is implemented by stores that can read-modify-write a value
-// while excluding every other updater of the same key, in this process and
-// in others, so that concurrent updates are never lost.
+// Updater is implemented by stores that read-modify-write a value under a
+// lock that excludes every other updater of the key, in this process and
+// in others; Update calls fn exactly once.
 type Updater interface {
-	// Update calls fn with the current value (nil when there is none) and
-	// applies the Change it returns, all under the key's lock.
-	Update(ctx context.Context, key string, fn func(cur File) (Change, error)) error
+	Update(ctx context.Context, key string, fn func(cur Object) (Change, error)) error
 }
 
-// lockSuffix names the lock file of a key. The protocol is tensorstore's
-// file kvstore's: lock "<key>.__lock" with an OFD lock, confirm it is
-// still the file at that name, write the new value into it, sync it and
-// rename it onto the key. Writers using either implementation exclude
-// each other, and readers only ever see whole values.
-const lockSuffix = ".__lock"
-
-var _ Updater = (*Dir)(nil)
-
-// Update read-modify-writes key under its lock file.
-func (d *Dir) Update(ctx context.Context, key string, fn func(cur File) (Change, error)) error {
-	dir, err := d.makeParent(key)
-	if err != nil {
-		return err
+// Update read-modify-writes the value at key without losing concurrent
+// updates: fn gets the current value (nil when there is none) and returns
+// the change to make. A store that locks (Updater) calls fn once under the
+// key's lock. On any other store Update is an optimistic loop: read the
+// value and its generation, call fn, write on condition that the value is
+// still at that generation, and start again when another writer won the
+// race; fn may then be called several times.
+func Update(ctx context.Context, s Store, key string, fn func(cur Object) (Change, error)) error {
+	if s.ReadOnly() {
+		return fmt.Errorf("%w: %s", ErrReadOnly, key)
 	}
-	lock, err := d.lock(ctx, key+lockSuffix)
-	if err != nil {
-		return mapErr(key, err)
+	if u, ok := s.(Updater); ok {
+		return u.Update(ctx, key, fn)
 	}
-	defer lock.Close() // releases the OFD lock
-	change, err := d.withCurrent(ctx, key, fn)
-	if err != nil {
-		d.root.Remove(key + lockSuffix)
-		return err
-	}
-	if err := d.apply(key, lock, change); err != nil {
-		d.root.Remove(key + lockSuffix)
-		return mapErr(key, err)
-	}
-	return mapErr(key, d.syncDir(dir))
-}
-
-// lock opens and locks the lock file at name, retrying while other
-// updaters rename it away under us.
-func (d *Dir) lock(ctx context.Context, name string) (*os.File, error) {
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+	backoff := 20 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := updateOnce(ctx, s, key, fn)
+		if !errors.Is(err, ErrPrecondition) {
+			return err
 		}
-		f, err := d.root.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
-		if err != nil {
-			return nil, err
+		if attempt == maxUpdateAttempts {
+			return fmt.Errorf("%s: other writers changed it %d times in a row: %w", key, attempt, err)
 		}
-		if err := ofdLock(f, true); err != nil {
-			f.Close()
-			return nil, err
+		// Writers that lost together must not collide again together.
+		wait := backoff/2 + rand.N(backoff)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
 		}
-		held, err1 := f.Stat()
-		current, err2 := d.root.Lstat(name)
-		if err1 == nil && err2 == nil && os.SameFile(held, current) {
-			return f, nil
-		}
-		f.Close() // the previous holder published it as the value: retry
+		backoff = min(2*backoff, 2*time.Second)
 	}
 }
 
-// withCurrent calls fn with the current value of key.
-func (d *Dir) withCurrent(ctx context.Context, key string, fn func(File) (Change, error)) (Change, error) {
-	cur, err := d.Open(ctx, key)
-	if errors.Is(err, ErrNotFound) {
-		return fn(nil)
-	}
-	if err != nil {
-		return Change{}, err
-	}
-	defer cur.Close()
-	return fn(cur)
-}
+// maxUpdateAttempts bounds how often Update reads again after losing a race.
+const maxUpdateAttempts = 20
 
-// apply carries out a change while the lock is held.
-func (d *Dir) apply(key string, lock *os.File, c Change) error {
-	lockName := key + lockSuffix
+// updateOnce is one round of the optimistic loop of Update.
+func updateOnce(ctx context.Context, s Store, key string, fn func(cur Object) (Change, error)) error {
+	cur, info, err := s.Get(ctx, key, All, Cond{})
+	var obj Object
+	cond := Cond{IfNoneMatch: AnyGeneration}
 	switch {
-	case c.Value != nil:
-		if err := lock.Truncate(0); err != nil {
-			return err
-		}
-		if _, err := WriteParts(lock, 0, c.Value); err != nil {
-			return err
-		}
-		if err := lock.Sync(); err != nil {
-			return err
-		}
-		return d.root.Rename(lockName, key)
-	case c.Delete:
-		if err := d.root.Remove(key); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-	case len(c.Patches) > 0:
-		f, err := d.root.OpenFile(key, os.O_WRONLY, 0)
-		if err != nil {
-			return err
-		}
-		for _, p := range c.Patches {
-			if _, err := f.WriteAt(p.Data, p.Offset); err != nil {
-				f.Close()
-				return err
-			}
-		}
-		err = unix.Fdatasync(int(f.Fd()))
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return err
-		}
+	case errors.Is(err, ErrNotFound):
+	case err != nil:
+		return err
+	default:
+		obj, cond = NewBytesObject(cur, info), Cond{IfMatch: info.Generation}
 	}
-	return d.root.Remove(lockName)
-}
-
-// ofdLock takes an exclusive open-file-description lock on the whole file.
-// Unlike classic POSIX locks it belongs to the open file, not the process,
-// so it excludes threads of one process too and is not dropped when some
-// other descriptor of the file is closed.
-func ofdLock(f *os.File, wait bool) error {
-	cmd := unix.F_OFD_SETLK
-	if wait {
-		cmd = unix.F_OFD_SETLKW
-	}
-	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0}
-	for {
-		err := unix.FcntlFlock(f.Fd(), cmd, &lk)
-		if err != unix.EINTR {
-			return err
-		}
-	}
-}
-
-// TryLock takes the exclusive OFD lock of an open file without waiting; it
-// reports false when another open file holds it.
-func TryLock(f *os.File) (bool, error) {
-	err := ofdLock(f, false)
-	if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
-// hidden reports whether a name in directory dir is store machinery rather
-// than a key: temporary files of Put, lock files of Update, and StateDir.
-func hidden(dir, name string) bool {
-	return strings.Contains(name, tempMarker) || strings.HasSuffix(name, lockSuffix) || dir == "." && name == StateDir
-}
-
-// iovMax is the most buffers one vectored write takes (Linux's UIO_MAXIOV).
-const iovMax = 1024
-
-// WriteParts writes parts one after another into f at off with vectored
-// writes, as few as the kernel's limit on buffers per call allows, and
-// returns how many bytes it wrote.
-func WriteParts(f *os.File, off int64, parts [][]byte) (int64, error) {
-	rc, err := f.SyscallConn()
+	change, err := fn(obj)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	parts = slices.Clone(parts) // trimmed below as they are written
-	var written int64
-	for {
-		for len(parts) > 0 && len(parts[0]) == 0 {
-			parts = parts[1:]
-		}
-		if len(parts) == 0 {
-			return written, nil
-		}
-		var n int
-		var werr error
-		if err := rc.Write(func(fd uintptr) bool {
-			n, werr = unix.Pwritev(int(fd), parts[:min(len(parts), iovMax)], off+written)
-			return true
-		}); err != nil {
-			return written, err
-		}
-		if werr == unix.EINTR {
-			continue
-		}
-		if werr != nil {
-			return written, &os.PathError{Op: "pwritev", Path: f.Name(), Err: werr}
-		}
-		if n == 0 {
-			return written, &os.PathError{Op: "pwritev", Path: f.Name(), Err: io.ErrShortWrite}
-		}
-		written += int64(n)
-		for n > 0 {
-			k := min(n, len(parts[0]))
-			parts[0], n = parts[0][k:], n-k
-			if len(parts[0]) == 0 {
-				parts = parts[1:]
-			}
+	switch {
+	case change.Value != nil:
+		_, err = s.Put(ctx, key, change.Value, cond)
+	case change.Delete && obj != nil:
+		err = s.Delete(ctx, key, cond)
+	case len(change.Patches) > 0 && obj != nil:
+		var patched []byte
+		if patched, err = change.apply(cur); err == nil {
+			_, err = s.Put(ctx, key, [][]byte{patched}, cond)
 		}
 	}
+	return err
+}
+
+// apply returns a copy of value with the change's patches applied.
+func (c Change) apply(value []byte) ([]byte, error) {
+	out := bytes.Clone(value)
+	for _, p := range c.Patches {
+		if p.Offset < 0 || p.Offset+int64(len(p.Data)) > int64(len(out)) {
+			return nil, fmt.Errorf("patch of %d bytes at %d lies outside the value's %d bytes", len(p.Data), p.Offset, len(out))
+		}
+		copy(out[p.Offset:], p.Data)
+	}
+	return out, nil
 }

@@ -17,8 +17,8 @@ import (
 )
 
 // increment adds one to the decimal counter at key under the update lock.
-func increment(ctx context.Context, s *store.Dir, key string) error {
-	return s.Update(ctx, key, func(cur store.File) (store.Change, error) {
+func increment(ctx context.Context, s store.Store, key string) error {
+	return store.Update(ctx, s, key, func(cur store.Object) (store.Change, error) {
 		n := 0
 		if cur != nil {
 			b := make([]byte, cur.Info().Size)
@@ -78,7 +78,7 @@ func TestUpdateLosesNothing(t *testing.T) {
 				return
 			default:
 			}
-			b, err := s.Get(ctx, "c/0/0")
+			b, err := store.ReadAll(ctx, s, "c/0/0")
 			if errors.Is(err, store.ErrNotFound) {
 				continue
 			}
@@ -108,7 +108,7 @@ func TestUpdateLosesNothing(t *testing.T) {
 	if err := <-readerErr; err != nil {
 		t.Fatal(err)
 	}
-	b, err := s.Get(ctx, "c/0/0")
+	b, err := store.ReadAll(ctx, s, "c/0/0")
 	if err != nil || string(b) != "400" {
 		t.Fatalf("counter = %q, %v; want 400 (4x50 here + 2x100 in other processes)", b, err)
 	}
@@ -121,48 +121,93 @@ func TestUpdateLosesNothing(t *testing.T) {
 func TestUpdateChanges(t *testing.T) {
 	ctx := context.Background()
 	s, dir := openDir(t, false)
-	s.Put(ctx, "k", []byte("0123456789"))
-	patch := func(cur store.File) (store.Change, error) {
+	store.Write(ctx, s, "k", []byte("0123456789"))
+	patch := func(cur store.Object) (store.Change, error) {
 		return store.Change{Patches: []store.Patch{{Offset: 2, Data: []byte("ab")}, {Offset: 8, Data: []byte("z")}}}, nil
 	}
 	if err := s.Update(ctx, "k", patch); err != nil {
 		t.Fatal(err)
 	}
-	if b, _ := s.Get(ctx, "k"); string(b) != "01ab4567z9" {
+	if b, _ := store.ReadAll(ctx, s, "k"); string(b) != "01ab4567z9" {
 		t.Fatalf("after patches: %q", b)
 	}
-	keep := func(cur store.File) (store.Change, error) { return store.Change{}, nil }
+	keep := func(cur store.Object) (store.Change, error) { return store.Change{}, nil }
 	if err := s.Update(ctx, "k", keep); err != nil {
 		t.Fatal(err)
 	}
 	boom := errors.New("boom")
-	if err := s.Update(ctx, "k", func(store.File) (store.Change, error) { return store.Change{}, boom }); !errors.Is(err, boom) {
+	if err := s.Update(ctx, "k", func(store.Object) (store.Change, error) { return store.Change{}, boom }); !errors.Is(err, boom) {
 		t.Fatalf("fn error: %v", err)
 	}
-	if b, _ := s.Get(ctx, "k"); string(b) != "01ab4567z9" {
+	if b, _ := store.ReadAll(ctx, s, "k"); string(b) != "01ab4567z9" {
 		t.Fatalf("a kept or failed update changed the value: %q", b)
 	}
-	del := func(cur store.File) (store.Change, error) { return store.Change{Delete: true}, nil }
+	del := func(cur store.Object) (store.Change, error) { return store.Change{Delete: true}, nil }
 	if err := s.Update(ctx, "k", del); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Get(ctx, "k"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := store.ReadAll(ctx, s, "k"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("after delete: %v", err)
 	}
 	var sawNil bool
-	s.Update(ctx, "new/key", func(cur store.File) (store.Change, error) {
+	s.Update(ctx, "new/key", func(cur store.Object) (store.Change, error) {
 		sawNil = cur == nil
 		return store.Change{Value: [][]byte{[]byte("v")}}, nil
 	})
-	if b, _ := s.Get(ctx, "new/key"); !sawNil || string(b) != "v" {
+	if b, _ := store.ReadAll(ctx, s, "new/key"); !sawNil || string(b) != "v" {
 		t.Fatalf("create through Update: nil=%v value=%q", sawNil, b)
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
 		t.Fatalf("lock files left behind: %v", entries)
 	}
 	ro, _ := openDir(t, true)
-	if err := ro.Update(ctx, "k", keep); !errors.Is(err, store.ErrReadOnly) {
+	if err := store.Update(ctx, ro, "k", keep); !errors.Is(err, store.ErrReadOnly) {
 		t.Fatalf("Update on a read-only store: %v", err)
+	}
+}
+
+// optimistic hides a Dir's lock, so that Update runs its optimistic loop
+// of conditional writes, as on an object store.
+type optimistic struct{ store.Store }
+
+// The optimistic loop loses no update either: writers that lose a race
+// read again and retry.
+func TestUpdateOptimisticLosesNothing(t *testing.T) {
+	ctx := context.Background()
+	dir, _ := openDir(t, false)
+	s := optimistic{dir}
+	if _, ok := store.Store(s).(store.Updater); ok {
+		t.Fatal("the wrapper still exposes the lock")
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 25 {
+				if err := increment(ctx, s, "n"); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if b, err := store.ReadAll(ctx, s, "n"); err != nil || string(b) != "100" {
+		t.Fatalf("counter = %q, %v; want 100", b, err)
+	}
+	patch := func(cur store.Object) (store.Change, error) {
+		return store.Change{Patches: []store.Patch{{Offset: 1, Data: []byte("9")}}}, nil
+	}
+	if err := store.Update(ctx, s, "n", patch); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := store.ReadAll(ctx, s, "n"); string(b) != "190" {
+		t.Fatalf("after a patch: %q", b)
+	}
+	outside := func(cur store.Object) (store.Change, error) {
+		return store.Change{Patches: []store.Patch{{Offset: 2, Data: []byte("99")}}}, nil
+	}
+	if err := store.Update(ctx, s, "n", outside); err == nil {
+		t.Fatal("a patch past the end of the value was applied")
 	}
 }
 

@@ -10,19 +10,18 @@ import (
 
 // Compact rewrites the shard at grid coordinates of a densely if it holds
 // dead space (bytes no index entry covers, left by other writers' appends
-// or in-place layouts), under the shard's update lock. It returns the
+// or in-place layouts), without losing concurrent updates (store.Update). It returns the
 // bytes reclaimed.
 func Compact(ctx context.Context, a *zarr.Array, shard []int) (reclaimed int64, err error) {
 	sh := a.Sharding()
 	if sh == nil {
 		return 0, nil
 	}
-	u, ok := a.Store().(store.Updater)
-	if !ok || a.Store().ReadOnly() {
+	if a.Store().ReadOnly() {
 		return 0, ErrNotWritable
 	}
 	key := a.ChunkKey(shard)
-	err = u.Update(ctx, key, func(cur store.File) (store.Change, error) {
+	err = store.Update(ctx, a.Store(), key, func(cur store.Object) (store.Change, error) {
 		if cur == nil {
 			return store.Change{}, nil
 		}

@@ -95,7 +95,7 @@ func OpenJournal(root string) (*Journal, error) {
 		owner.Close()
 		return nil, err
 	}
-	return j, syncDir(root)
+	return j, store.SyncDir(root)
 }
 
 // Dir is the journal's directory.
@@ -454,13 +454,4 @@ func orphans(root string) ([]orphan, error) {
 		out = append(out, orphan{dir: dir, owner: owner})
 	}
 	return out, nil
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
 }

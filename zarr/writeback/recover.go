@@ -11,15 +11,13 @@ import (
 	"strings"
 
 	"github.com/zarrfs/zarrfs/zarr"
-	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
 // Recover publishes the journals that writers which died left under
 // journalRoot, into the shards of h, and removes them. Journals of live
 // writers are left alone. It returns the number of records replayed.
 func Recover(ctx context.Context, h *zarr.Hierarchy, journalRoot string, logger *slog.Logger) (int, error) {
-	u, ok := h.Store.(store.Updater)
-	if !ok || h.Store.ReadOnly() {
+	if h.Store.ReadOnly() {
 		return 0, ErrNotWritable
 	}
 	found, err := orphans(journalRoot)
@@ -29,7 +27,7 @@ func Recover(ctx context.Context, h *zarr.Hierarchy, journalRoot string, logger 
 	total := 0
 	var errs []error
 	for _, o := range found {
-		n, err := replay(ctx, u, h, o.dir, logger)
+		n, err := replay(ctx, h, o.dir, logger)
 		total += n
 		if err != nil {
 			errs = append(errs, fmt.Errorf("journal %s: %w", o.dir, err))
@@ -53,7 +51,7 @@ type shardUpdates struct {
 
 // replay applies one journal: the last record of each inner chunk, unless
 // a marker says it is published (its chunk may have changed since).
-func replay(ctx context.Context, u store.Updater, h *zarr.Hierarchy, dir string, logger *slog.Logger) (int, error) {
+func replay(ctx context.Context, h *zarr.Hierarchy, dir string, logger *slog.Logger) (int, error) {
 	type chunkKey struct {
 		shard string
 		chunk int
@@ -100,7 +98,7 @@ func replay(ctx context.Context, u store.Updater, h *zarr.Hierarchy, dir string,
 	}
 	for _, key := range slices.Sorted(maps.Keys(shards)) {
 		su := shards[key]
-		if err := applyShard(ctx, u, su.a, key, su.updates); err != nil {
+		if err := applyShard(ctx, h.Store, su.a, key, su.updates); err != nil {
 			return n, fmt.Errorf("replay into %s: %w", key, err)
 		}
 	}

@@ -7,7 +7,7 @@
 //   - until its shard is published, the update is held in memory, where
 //     readers see it at once (Lookup);
 //   - a shard is published when its updates have gone quiet, by one locked
-//     read-modify-write of the shard (store.Updater): updates to many inner
+//     read-modify-write of the shard (store.Update): updates to many inner
 //     chunks of a shard cost about one shard rewrite, every shard in the
 //     store is always a whole, valid shard, and writers in other processes
 //     never lose each other's updates;
@@ -51,7 +51,6 @@ type Options struct {
 // Writer holds the pending updates of one store.
 type Writer struct {
 	store   store.Store
-	updater store.Updater
 	journal *Journal
 	opts    Options
 
@@ -97,14 +96,12 @@ type Pending struct {
 	Time time.Time
 }
 
-// ErrNotWritable: the store cannot be updated (read-only, or no locked
-// updates).
+// ErrNotWritable: the store is read-only.
 var ErrNotWritable = errors.New("store is not writable")
 
 // New starts a writer whose journal lives under journalRoot.
 func New(s store.Store, journalRoot string, opts Options) (*Writer, error) {
-	u, ok := s.(store.Updater)
-	if !ok || s.ReadOnly() {
+	if s.ReadOnly() {
 		return nil, ErrNotWritable
 	}
 	if opts.IdleDelay <= 0 {
@@ -126,7 +123,7 @@ func New(s store.Store, journalRoot string, opts Options) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Writer{store: s, updater: u, journal: j, opts: opts, shards: map[string]*pendingShard{},
+	w := &Writer{store: s, journal: j, opts: opts, shards: map[string]*pendingShard{},
 		kick: make(chan struct{}, 1), done: make(chan struct{})}
 	w.idle = sync.NewCond(&w.mu)
 	w.wg.Go(w.publishLoop)
@@ -150,9 +147,9 @@ func (w *Writer) update(ctx context.Context, a *zarr.Array, coords []int, data [
 	key := a.ChunkKey(shard)
 	if a.Sharding() == nil {
 		if del {
-			return w.store.Delete(ctx, key)
+			return w.store.Delete(ctx, key, store.Cond{})
 		}
-		return w.store.Put(ctx, key, data)
+		return store.Write(ctx, w.store, key, data)
 	}
 	w.mu.Lock()
 	pos, err := w.journal.Append(Record{Array: a.Path, Shard: key, Chunk: local, Delete: del, Data: data})
@@ -320,7 +317,7 @@ func (w *Writer) publish(ctx context.Context, key string) error {
 	for local, pc := range snapshot {
 		updates[local] = update{data: pc.Data, deleted: pc.Deleted}
 	}
-	err := applyShard(ctx, w.updater, ps.a, key, updates)
+	err := applyShard(ctx, w.store, ps.a, key, updates)
 	if err == nil {
 		w.opts.Published(key)
 	}
@@ -402,9 +399,9 @@ type update struct {
 // uncompressed chunks replacing stored ones of the same size are written in
 // place; every other change rewrites the shard densely (reclaiming dead
 // space) and atomically. A shard left without chunks is deleted.
-func applyShard(ctx context.Context, u store.Updater, a *zarr.Array, key string, updates map[int]update) error {
+func applyShard(ctx context.Context, s store.Store, a *zarr.Array, key string, updates map[int]update) error {
 	sh := a.Sharding()
-	return u.Update(ctx, key, func(cur store.File) (store.Change, error) {
+	return store.Update(ctx, s, key, func(cur store.Object) (store.Change, error) {
 		var ix *sharding.Index
 		if cur != nil {
 			var err error
@@ -423,7 +420,7 @@ func applyShard(ctx context.Context, u store.Updater, a *zarr.Array, key string,
 // rebuild writes a shard densely from the stored inner chunks of cur (ix
 // is its index, nil for none) with updates applied: the new value, or a
 // deletion when no chunk is left.
-func rebuild(sh *sharding.Codec, cur store.File, ix *sharding.Index, updates map[int]update) (store.Change, error) {
+func rebuild(sh *sharding.Codec, cur store.Object, ix *sharding.Index, updates map[int]update) (store.Change, error) {
 	chunks := make([][]byte, sh.NumChunks())
 	for i := range chunks {
 		if up, ok := updates[i]; ok {

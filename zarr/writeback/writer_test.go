@@ -28,7 +28,7 @@ type countingStore struct {
 	updates atomic.Int32
 }
 
-func (c *countingStore) Update(ctx context.Context, key string, fn func(store.File) (store.Change, error)) error {
+func (c *countingStore) Update(ctx context.Context, key string, fn func(store.Object) (store.Change, error)) error {
 	c.updates.Add(1)
 	return c.Dir.Update(ctx, key, fn)
 }

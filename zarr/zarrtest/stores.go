@@ -312,7 +312,7 @@ func ScrambleShards(ctx context.Context, s store.Store, a *zarr.Array) error {
 	coords := make([]int, len(grid))
 	for {
 		key := a.ChunkKey(coords)
-		old, err := s.Get(ctx, key)
+		old, err := store.ReadAll(ctx, s, key)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
@@ -345,7 +345,7 @@ func ScrambleShards(ctx context.Context, s store.Store, a *zarr.Array) error {
 			} else {
 				out = append(out, enc...)
 			}
-			if err := s.Put(ctx, key, out); err != nil {
+			if err := store.Write(ctx, s, key, out); err != nil {
 				return err
 			}
 		}
