@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/zarrfs/zarrfs/zarr/store"
+	"github.com/zarrfs/zarrfs/zarr/store/storetest"
 )
 
 func openDir(t *testing.T, readOnly bool) (*store.Dir, string) {
@@ -208,51 +209,10 @@ func TestDirOpen(t *testing.T) {
 	}
 }
 
-// Conditions hold against the generation a value is at, on reads and on
-// writes, and a refused write changes nothing.
-func TestDirConditions(t *testing.T) {
-	ctx := context.Background()
+func TestDirConformance(t *testing.T) {
 	s, _ := openDir(t, false)
-	v1, err := s.Put(ctx, "k", [][]byte{[]byte("one")}, store.Cond{IfNoneMatch: store.AnyGeneration})
-	if err != nil {
-		t.Fatalf("create-only Put of a new key: %v", err)
-	}
-	if _, err := s.Put(ctx, "k", [][]byte{[]byte("two")}, store.Cond{IfNoneMatch: store.AnyGeneration}); !errors.Is(err, store.ErrPrecondition) {
-		t.Fatalf("create-only Put of an existing key: %v, want ErrPrecondition", err)
-	}
-	if _, err := s.Put(ctx, "k", [][]byte{[]byte("two")}, store.Cond{IfMatch: "other"}); !errors.Is(err, store.ErrPrecondition) {
-		t.Fatalf("Put at another generation: %v, want ErrPrecondition", err)
-	}
-	if err := s.Delete(ctx, "k", store.Cond{IfMatch: "other"}); !errors.Is(err, store.ErrPrecondition) {
-		t.Fatalf("Delete at another generation: %v, want ErrPrecondition", err)
-	}
-	if b, _ := store.ReadAll(ctx, s, "k"); string(b) != "one" {
-		t.Fatalf("refused writes changed the value to %q", b)
-	}
-	if _, _, err := s.Get(ctx, "k", store.All, store.Cond{IfNoneMatch: v1.Generation}); !errors.Is(err, store.ErrNotModified) {
-		t.Fatalf("Get if changed of an unchanged value: %v, want ErrNotModified", err)
-	}
-	p := make([]byte, 2)
-	if err := s.ReadAt(ctx, "k", v1.Generation, p, 1); err != nil || string(p) != "ne" {
-		t.Fatalf("ReadAt at the current generation = %q, %v", p, err)
-	}
-	v2, err := s.Put(ctx, "k", [][]byte{[]byte("two")}, store.Cond{IfMatch: v1.Generation})
-	if err != nil || v2.Generation == v1.Generation {
-		t.Fatalf("Put at the current generation: %+v, %v", v2, err)
-	}
-	if err := s.ReadAt(ctx, "k", v1.Generation, p, 1); !errors.Is(err, store.ErrPrecondition) {
-		t.Fatalf("ReadAt at a replaced generation: %v, want ErrPrecondition", err)
-	}
-	if err := s.ReadAt(ctx, "k", v2.Generation, p, 2); !errors.Is(err, io.ErrUnexpectedEOF) {
-		t.Fatalf("ReadAt past the end: %v, want ErrUnexpectedEOF", err)
-	}
-	if b, info, err := s.Get(ctx, "k", store.All, store.Cond{IfMatch: v2.Generation}); err != nil || string(b) != "two" || info != v2 {
-		t.Fatalf("Get at the current generation = %q, %+v, %v", b, info, err)
-	}
-	if err := s.Delete(ctx, "k", store.Cond{IfMatch: v2.Generation}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Stat(ctx, "k"); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("after a conditional Delete: %v", err)
-	}
+	storetest.Run(t, s)
+	// The optimistic loop of store.Update, as on object stores.
+	s2, _ := openDir(t, false)
+	storetest.Run(t, optimistic{s2})
 }

@@ -1,0 +1,392 @@
+// Package s3store is a store in an S3-compatible bucket, through the AWS
+// SDK for Go v2: ranged and suffix GETs tied to ETags, conditional PUTs
+// and DELETEs, listings with ListObjectsV2.
+package s3store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/zarrfs/zarrfs/zarr/store"
+)
+
+// Options say how to reach the bucket. Credentials, region and endpoint
+// otherwise come from the standard AWS environment and files.
+type Options struct {
+	// Endpoint overrides AWS_ENDPOINT_URL (e.g. http://127.0.0.1:7070).
+	Endpoint string
+	// PathStyle addresses the bucket in the path (most servers other
+	// than AWS need it) instead of in the host name.
+	PathStyle bool
+	// Anonymous sends unsigned requests, for public buckets.
+	Anonymous bool
+	ReadOnly  bool
+	// MaxAttempts bounds the tries of one request (default 8), with
+	// exponential backoff and jitter up to MaxBackoff (default 5s).
+	MaxAttempts int
+	MaxBackoff  time.Duration
+	// Concurrency is the connections kept open to the server (default 32).
+	Concurrency int
+}
+
+// Store is a bucket, or a prefix of one, as a store.
+type Store struct {
+	client   *s3.Client
+	bucket   string
+	prefix   string // "" or ending in '/'
+	readOnly bool
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens the store at s3://bucket/prefix. It sends no request.
+func Open(ctx context.Context, bucket, prefix string, opts Options) (*Store, error) {
+	if bucket == "" {
+		return nil, errors.New("s3: no bucket")
+	}
+	if opts.MaxAttempts <= 0 {
+		opts.MaxAttempts = 8
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = 5 * time.Second
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 32
+	}
+	httpClient := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
+		// Go keeps 2 idle connections per host by default: with more
+		// requests in flight, connections would be reopened constantly.
+		t.MaxIdleConnsPerHost = opts.Concurrency
+		t.ResponseHeaderTimeout = time.Minute
+	})
+	loads := []func(*config.LoadOptions) error{
+		config.WithHTTPClient(httpClient),
+		config.WithRetryer(func() aws.Retryer {
+			return retry.NewStandard(func(o *retry.StandardOptions) {
+				o.MaxAttempts = opts.MaxAttempts
+				o.MaxBackoff = opts.MaxBackoff
+			})
+		}),
+	}
+	if opts.Anonymous {
+		loads = append(loads, config.WithCredentialsProvider(aws.AnonymousCredentials{}))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, loads...)
+	if err != nil {
+		return nil, fmt.Errorf("s3: AWS configuration: %w", err)
+	}
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
+		if opts.Endpoint != "" {
+			o.BaseEndpoint = aws.String(opts.Endpoint)
+		}
+		o.UsePathStyle = opts.PathStyle
+		// Servers other than AWS may not know the newer checksums.
+		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+	})
+	prefix = strings.Trim(prefix, "/")
+	if prefix != "" {
+		if err := store.ValidateKey(prefix); err != nil {
+			return nil, fmt.Errorf("s3://%s/%s: %w", bucket, prefix, err)
+		}
+		prefix += "/"
+	}
+	return &Store{client: client, bucket: bucket, prefix: prefix, readOnly: opts.ReadOnly}, nil
+}
+
+// String is the store's URL.
+func (s *Store) String() string { return "s3://" + s.bucket + "/" + strings.TrimSuffix(s.prefix, "/") }
+
+// ReadOnly reports whether the store refuses changes.
+func (s *Store) ReadOnly() bool { return s.readOnly }
+
+// Close releases nothing: connections are pooled by the HTTP client.
+func (s *Store) Close() error { return nil }
+
+func (s *Store) object(key string) (*string, error) {
+	if err := store.ValidateKey(key); err != nil {
+		return nil, err
+	}
+	return aws.String(s.prefix + key), nil
+}
+
+// Get reads span with one GET: a Range header for a range, a suffix range
+// for the last bytes, and the condition as If-Match / If-None-Match.
+func (s *Store) Get(ctx context.Context, key string, span store.Span, cond store.Cond) ([]byte, store.Info, error) {
+	obj, err := s.object(key)
+	if err != nil {
+		return nil, store.Info{}, err
+	}
+	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: obj, IfMatch: etag(cond.IfMatch), IfNoneMatch: etag(cond.IfNoneMatch)}
+	switch {
+	case span.Suffix > 0:
+		in.Range = aws.String(fmt.Sprintf("bytes=-%d", span.Suffix))
+	case span.Length == 0:
+		info, err := s.Stat(ctx, key)
+		if err == nil {
+			err = cond.Check(key, true, info)
+		}
+		if err == nil && span.Offset > info.Size {
+			err = fmt.Errorf("%s: %w", key, io.ErrUnexpectedEOF)
+		}
+		return []byte{}, info, err
+	case span.Offset > 0 || span.Length > 0:
+		in.Range = aws.String(httpRange(span))
+	}
+	out, err := s.client.GetObject(ctx, in)
+	if err != nil {
+		return nil, store.Info{}, mapErr(key, err)
+	}
+	defer out.Body.Close()
+	info := describe(out.ETag, out.LastModified, out.ContentLength, out.ContentRange)
+	b, err := io.ReadAll(out.Body)
+	if err != nil {
+		return nil, info, fmt.Errorf("%s: %w", key, err)
+	}
+	if out.ContentLength != nil && int64(len(b)) != *out.ContentLength {
+		return nil, info, fmt.Errorf("%s: got %d of %d bytes: %w", key, len(b), *out.ContentLength, io.ErrUnexpectedEOF)
+	}
+	if span.Suffix == 0 && span.Length > 0 && int64(len(b)) != span.Length {
+		// A range starting inside the object but ending past it comes
+		// back shortened.
+		return nil, info, fmt.Errorf("%s: range [%d, %d+%d) of %d bytes: %w", key, span.Offset, span.Offset, span.Length, info.Size, io.ErrUnexpectedEOF)
+	}
+	return b, info, nil
+}
+
+// httpRange is the Range header of a span with an offset.
+func httpRange(span store.Span) string {
+	if span.Length < 0 {
+		return fmt.Sprintf("bytes=%d-", span.Offset)
+	}
+	return fmt.Sprintf("bytes=%d-%d", span.Offset, span.Offset+span.Length-1)
+}
+
+// ReadAt reads len(p) bytes at off with a ranged GET carrying If-Match.
+func (s *Store) ReadAt(ctx context.Context, key string, gen store.Generation, p []byte, off int64) error {
+	if len(p) == 0 {
+		return nil
+	}
+	b, _, err := s.Get(ctx, key, store.Range(off, int64(len(p))), store.Cond{IfMatch: gen})
+	if err != nil {
+		return err
+	}
+	copy(p, b)
+	return nil
+}
+
+// Stat describes the value with a HEAD request.
+func (s *Store) Stat(ctx context.Context, key string) (store.Info, error) {
+	obj, err := s.object(key)
+	if err != nil {
+		return store.Info{}, err
+	}
+	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: obj})
+	if err != nil {
+		return store.Info{}, mapErr(key, err)
+	}
+	return describe(out.ETag, out.LastModified, out.ContentLength, nil), nil
+}
+
+// Put uploads the value with one PUT, conditional as cond says; S3
+// replaces objects atomically.
+func (s *Store) Put(ctx context.Context, key string, parts [][]byte, cond store.Cond) (store.Info, error) {
+	if err := s.writable(key); err != nil {
+		return store.Info{}, err
+	}
+	// The SDK signs a seekable body: join the parts.
+	body := bytes.Join(parts, nil)
+	out, err := s.client.PutObject(ctx, &s3.PutObjectInput{
+		Bucket: &s.bucket, Key: aws.String(s.prefix + key),
+		Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))),
+		IfMatch: etag(cond.IfMatch), IfNoneMatch: etag(cond.IfNoneMatch),
+	})
+	if err != nil {
+		return store.Info{}, mapErr(key, err)
+	}
+	info := store.Info{Size: int64(len(body)), ModTime: time.Now()}
+	if out.ETag != nil {
+		info.Generation = store.Generation(*out.ETag)
+	}
+	return info, nil
+}
+
+// Delete removes the object, with If-Match when cond names a generation
+// (servers that do not support it delete unconditionally).
+func (s *Store) Delete(ctx context.Context, key string, cond store.Cond) error {
+	if err := s.writable(key); err != nil {
+		return err
+	}
+	if cond.IfNoneMatch != "" {
+		return fmt.Errorf("%s: a delete cannot require that the value does not exist", key)
+	}
+	_, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: aws.String(s.prefix + key), IfMatch: etag(cond.IfMatch)})
+	if err = mapErr(key, err); errors.Is(err, store.ErrNotFound) && cond.IfMatch == "" {
+		return nil
+	}
+	return err
+}
+
+func (s *Store) writable(key string) error {
+	if s.readOnly {
+		return fmt.Errorf("%w: %s", store.ErrReadOnly, key)
+	}
+	return store.ValidateKey(key)
+}
+
+// List yields every key below prefix, 1000 per request.
+func (s *Store) List(ctx context.Context, prefix string) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		for page, err := range s.pages(ctx, prefix, "") {
+			if err != nil {
+				yield("", err)
+				return
+			}
+			for _, o := range page.Contents {
+				if !yield(strings.TrimPrefix(aws.ToString(o.Key), s.prefix), nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// ListDir yields the children of prefix, with '/' as the delimiter.
+func (s *Store) ListDir(ctx context.Context, prefix string) iter.Seq2[store.Entry, error] {
+	return func(yield func(store.Entry, error) bool) {
+		dir := s.prefix + strings.TrimSuffix(prefix, "/")
+		if !strings.HasSuffix(dir, "/") && dir != "" {
+			dir += "/"
+		}
+		for page, err := range s.pages(ctx, prefix, "/") {
+			if err != nil {
+				yield(store.Entry{}, err)
+				return
+			}
+			for _, e := range mergeEntries(dir, page.CommonPrefixes, page.Contents) {
+				if !yield(e, nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// mergeEntries returns the directories and values of one listing page in
+// name order; both come sorted.
+func mergeEntries(dir string, prefixes []types.CommonPrefix, objects []types.Object) []store.Entry {
+	out := make([]store.Entry, 0, len(prefixes)+len(objects))
+	i, j := 0, 0
+	for i < len(prefixes) || j < len(objects) {
+		var e store.Entry
+		if j == len(objects) || i < len(prefixes) && aws.ToString(prefixes[i].Prefix) < aws.ToString(objects[j].Key) {
+			e = store.Entry{Name: strings.TrimSuffix(strings.TrimPrefix(aws.ToString(prefixes[i].Prefix), dir), "/"), Dir: true}
+			i++
+		} else {
+			e = store.Entry{Name: strings.TrimPrefix(aws.ToString(objects[j].Key), dir)}
+			j++
+		}
+		if e.Name != "" && !strings.Contains(e.Name, "/") {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// pages yields the ListObjectsV2 pages below prefix.
+func (s *Store) pages(ctx context.Context, prefix, delimiter string) iter.Seq2[*s3.ListObjectsV2Output, error] {
+	return func(yield func(*s3.ListObjectsV2Output, error) bool) {
+		if err := store.ValidatePrefix(prefix); err != nil {
+			yield(nil, err)
+			return
+		}
+		full := s.prefix + strings.TrimSuffix(prefix, "/")
+		if prefix != "" {
+			full += "/"
+		}
+		in := &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: aws.String(full)}
+		if delimiter != "" {
+			in.Delimiter = aws.String(delimiter)
+		}
+		p := s3.NewListObjectsV2Paginator(s.client, in)
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				yield(nil, mapErr(prefix, err))
+				return
+			}
+			if !yield(page, nil) {
+				return
+			}
+		}
+	}
+}
+
+// etag is a condition's generation as a header value (nil for none).
+func etag(g store.Generation) *string {
+	if g == "" {
+		return nil
+	}
+	return aws.String(string(g))
+}
+
+// describe builds the Info of a response; for a ranged response the size
+// is the object's, from Content-Range.
+func describe(tag *string, modTime *time.Time, length *int64, contentRange *string) store.Info {
+	info := store.Info{Generation: store.Generation(aws.ToString(tag)), ModTime: aws.ToTime(modTime), Size: aws.ToInt64(length)}
+	if cr := aws.ToString(contentRange); cr != "" {
+		if _, total, ok := strings.Cut(cr, "/"); ok && total != "*" {
+			if n, err := strconv.ParseInt(total, 10, 64); err == nil {
+				info.Size = n
+			}
+		}
+	}
+	return info
+}
+
+// mapErr turns S3 responses into store errors naming the key and the
+// HTTP status.
+func mapErr(key string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var re *awshttp.ResponseError
+	if errors.As(err, &re) {
+		switch re.HTTPStatusCode() {
+		case http.StatusNotFound:
+			var api smithy.APIError
+			if errors.As(err, &api) && api.ErrorCode() == "NoSuchBucket" {
+				return fmt.Errorf("%s: no such bucket: %w", key, err)
+			}
+			return fmt.Errorf("%w: %s", store.ErrNotFound, key)
+		case http.StatusPreconditionFailed, http.StatusConflict:
+			// 409: a conditional write raced another one (AWS).
+			return fmt.Errorf("%w: %s changed (HTTP %d)", store.ErrPrecondition, key, re.HTTPStatusCode())
+		case http.StatusNotModified:
+			return fmt.Errorf("%w: %s", store.ErrNotModified, key)
+		case http.StatusRequestedRangeNotSatisfiable:
+			return fmt.Errorf("%s: %w (HTTP 416)", key, io.ErrUnexpectedEOF)
+		}
+		return fmt.Errorf("%s: HTTP %d: %w", key, re.HTTPStatusCode(), err)
+	}
+	return fmt.Errorf("%s: %w", key, err)
+}

@@ -1,0 +1,200 @@
+// Package s3test starts a real S3 server for tests: versitygw with its
+// posix backend, on 127.0.0.1, in a temporary directory.
+package s3test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/zarrfs/zarrfs/zarr/store/s3store"
+)
+
+// Version is the versitygw release the tests run against; .ci/run
+// installs it (go install github.com/versity/versitygw/cmd/versitygw@Version).
+const Version = "v1.8.0"
+
+// Credentials of the server's root account.
+const (
+	AccessKey = "zarrfs-test"
+	SecretKey = "zarrfs-test-secret"
+)
+
+// Server is a running S3 server.
+type Server struct {
+	Endpoint string // http://127.0.0.1:PORT
+	Dir      string // where the posix backend keeps buckets
+}
+
+// binary finds versitygw: $ZARRFS_VERSITYGW, $PATH, then GOPATH/bin.
+func binary() (string, error) {
+	if p := os.Getenv("ZARRFS_VERSITYGW"); p != "" {
+		return p, nil
+	}
+	if p, err := exec.LookPath("versitygw"); err == nil {
+		return p, nil
+	}
+	out, err := exec.Command("go", "env", "GOPATH").Output()
+	if err == nil {
+		p := filepath.Join(strings.TrimSpace(string(out)), "bin", "versitygw")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("versitygw not found: go install github.com/versity/versitygw/cmd/versitygw@%s (.ci/run does this)", Version)
+}
+
+// Start starts a server for the test and stops it in cleanup. Without
+// versitygw the test is skipped, or fails when CI is set.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	bin, err := binary()
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(err)
+		}
+		t.Skip("SKIP: ", err)
+	}
+	dir := t.TempDir()
+	port := freePort(t)
+	cmd := exec.Command(bin, "--port", fmt.Sprintf("127.0.0.1:%d", port), "--quiet", "posix", dir)
+	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+AccessKey, "ROOT_SECRET_KEY="+SecretKey)
+	logPath := filepath.Join(t.TempDir(), "versitygw.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("versitygw output:\n%s", b)
+		}
+	})
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	for i := 0; ; i++ {
+		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+		if err == nil {
+			c.Close()
+			break
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("versitygw exited: %v", err)
+		default:
+		}
+		if i == 200 {
+			t.Fatalf("versitygw does not listen on %s after 10s", addr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return &Server{Endpoint: "http://" + addr, Dir: dir}
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Env is the AWS environment that reaches the server, for processes and
+// for this one (SetEnv).
+func (s *Server) Env() []string {
+	return []string{
+		"AWS_ACCESS_KEY_ID=" + AccessKey, "AWS_SECRET_ACCESS_KEY=" + SecretKey,
+		"AWS_REGION=us-east-1", "AWS_ENDPOINT_URL=" + s.Endpoint,
+		"AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null",
+	}
+}
+
+// SetEnv sets Env in this process for the test.
+func (s *Server) SetEnv(t testing.TB) {
+	for _, kv := range s.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+}
+
+// Options are the store options that reach the server.
+func (s *Server) Options() s3store.Options {
+	return s3store.Options{Endpoint: s.Endpoint, PathStyle: true, MaxAttempts: 3, MaxBackoff: 100 * time.Millisecond}
+}
+
+// Client returns an S3 client of the server, independent of the store.
+func (s *Server) Client() *s3.Client {
+	return s3.New(s3.Options{
+		Region: "us-east-1", BaseEndpoint: aws.String(s.Endpoint), UsePathStyle: true,
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: AccessKey, SecretAccessKey: SecretKey}, nil
+		}),
+	})
+}
+
+// Bucket creates a bucket.
+func (s *Server) Bucket(t testing.TB, name string) {
+	t.Helper()
+	if _, err := s.Client().CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
+		t.Fatalf("create bucket %s: %v", name, err)
+	}
+}
+
+// Open opens s3://bucket/prefix as a store, with credentials set in the
+// environment of this process.
+func (s *Server) Open(t testing.TB, bucket, prefix string, readOnly bool) *s3store.Store {
+	t.Helper()
+	s.SetEnv(t)
+	opts := s.Options()
+	opts.ReadOnly = readOnly
+	st, err := s3store.Open(context.Background(), bucket, prefix, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// Upload copies every file under dir into the bucket below prefix with
+// the independent client.
+func (s *Server) Upload(t testing.TB, dir, bucket, prefix string) {
+	t.Helper()
+	c := s.Client()
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if strings.HasPrefix(rel, ".zarrfs") {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		key := strings.TrimPrefix(prefix+"/"+filepath.ToSlash(rel), "/")
+		_, err = c.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: strings.NewReader(string(b))})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("upload %s: %v", dir, err)
+	}
+}
