@@ -206,58 +206,80 @@ func TestZarrPythonWrites(t *testing.T) {
 	for _, sep := range []string{".", "/"} {
 		t.Run("separator "+sep, func(t *testing.T) {
 			dir, arrays := writeStore(t)
-			h := openView(t, dir)
-			copies := t.TempDir()
 			m := mount(t, dir, "--v2-separator", sep)
-			var specs []zarrPythonWrite
-			original := map[string]string{}
-			for i, g := range arrays {
-				n, _ := h.Node(g.Path)
-				specs = append(specs, zarrPythonWrite{Path: g.Path, Shard: n.Array.ChunkShape, Whole: i%2 == 0, WriteEmptyChunks: i%3 != 0})
-				original[g.Path] = g.Digest
-			}
-			cfg, _ := json.Marshal(map[string]any{"view": filepath.Join(m.Dir, "v2"), "copy": copies, "seed": len(sep), "arrays": specs})
-			cmd := exec.Command("/usr/bin/python3", script)
-			cmd.Stdin = bytes.NewReader(cfg)
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("zarr-python writes: %v\n%s\nzarrfs log:\n%s", err, out, m.Log())
-			}
-			writes := 0
-			for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-				var r struct{ Writes int }
-				if err := json.Unmarshal([]byte(line), &r); err != nil {
-					t.Fatalf("zarr-python printed %q: %v", line, err)
-				}
-				writes += r.Writes
-			}
-			t.Logf("zarr-python wrote %d regions into %d arrays", writes, len(specs))
+			w := zarrPythonWrites(t, script, m, openView(t, dir), arrays, len(sep))
 			stop(t, m, dir)
 			checkStore(t, dir)
-			want := o.ZarrPythonAll(t, copies)
-			got := o.ZarritaAll(t, dir)
-			for _, spec := range specs {
-				w, g := want[spec.Path], got[spec.Path]
-				if w.Error != "" || w.SHA256 == "" {
-					t.Errorf("%s: zarr-python cannot read its copy: %s", spec.Path, w.Error)
-					continue
-				}
-				if w.SHA256 == original[spec.Path] {
-					t.Errorf("%s: the writes left the content as it was; the test would prove nothing", spec.Path)
-				}
-				digest := g.SHA256
-				if g.Error != "" {
-					if !isZarritaLimit(g.Error) {
-						t.Errorf("%s: zarrita cannot read the store: %s", spec.Path, g.Error)
-						continue
-					}
-					digest = ownDigest(t, h, spec.Path)
-				}
-				if digest != w.SHA256 {
-					t.Errorf("%s: the store holds content with digest %s, zarr-python wrote %s", spec.Path, digest, w.SHA256)
-				}
-			}
+			w.check(t, o, dir)
 		})
+	}
+}
+
+// pythonWrites are the writes zarr-python made through a mount's v2 view,
+// and the plain v2 copies it made them to as well.
+type pythonWrites struct {
+	h        *zarr.Hierarchy // the store before the writes
+	specs    []zarrPythonWrite
+	copies   string
+	original map[string]string // digests before the writes
+}
+
+// zarrPythonWrites runs testdata/zarr_write.py on every array through the
+// v2 view of m.
+func zarrPythonWrites(t *testing.T, script string, m *integration.Mount, h *zarr.Hierarchy, arrays []zarrtest.Generated, seed int) *pythonWrites {
+	t.Helper()
+	w := &pythonWrites{h: h, copies: t.TempDir(), original: map[string]string{}}
+	for i, g := range arrays {
+		n, _ := h.Node(g.Path)
+		w.specs = append(w.specs, zarrPythonWrite{Path: g.Path, Shard: n.Array.ChunkShape, Whole: i%2 == 0, WriteEmptyChunks: i%3 != 0})
+		w.original[g.Path] = g.Digest
+	}
+	cfg, _ := json.Marshal(map[string]any{"view": filepath.Join(m.Dir, "v2"), "copy": w.copies, "seed": seed, "arrays": w.specs})
+	cmd := exec.Command("/usr/bin/python3", script)
+	cmd.Stdin = bytes.NewReader(cfg)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("zarr-python writes: %v\n%s\nzarrfs log:\n%s", err, out, m.Log())
+	}
+	writes := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var r struct{ Writes int }
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("zarr-python printed %q: %v", line, err)
+		}
+		writes += r.Writes
+	}
+	t.Logf("zarr-python wrote %d regions into %d arrays", writes, len(w.specs))
+	return w
+}
+
+// check reads the store at dir with zarrita (or zarrfs's own reader, for
+// arrays zarrita cannot decode): every array must hold what zarr-python
+// reads from its copy.
+func (w *pythonWrites) check(t *testing.T, o *zarrtest.Oracle, dir string) {
+	t.Helper()
+	want := o.ZarrPythonAll(t, w.copies)
+	got := o.ZarritaAll(t, dir)
+	for _, spec := range w.specs {
+		wa, g := want[spec.Path], got[spec.Path]
+		if wa.Error != "" || wa.SHA256 == "" {
+			t.Errorf("%s: zarr-python cannot read its copy: %s", spec.Path, wa.Error)
+			continue
+		}
+		if wa.SHA256 == w.original[spec.Path] {
+			t.Errorf("%s: the writes left the content as it was; the test would prove nothing", spec.Path)
+		}
+		digest := g.SHA256
+		if g.Error != "" {
+			if !isZarritaLimit(g.Error) {
+				t.Errorf("%s: zarrita cannot read the store: %s", spec.Path, g.Error)
+				continue
+			}
+			digest = ownDigest(t, openView(t, dir), spec.Path)
+		}
+		if digest != wa.SHA256 {
+			t.Errorf("%s: the store holds content with digest %s, zarr-python wrote %s", spec.Path, digest, wa.SHA256)
+		}
 	}
 }
 

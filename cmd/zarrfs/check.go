@@ -14,13 +14,15 @@ import (
 
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("check", "STORE [PATH]", stderr)
+	sf := addStoreFlags(fs)
 	if code, ok := parse(fs, args, 1, 2); !ok {
 		return code
 	}
-	nodes, err := openNodes(ctx, fs.Arg(0), fs.Arg(1), true)
+	nodes, closeStore, err := openNodes(ctx, fs.Arg(0), fs.Arg(1), sf, true)
 	if err != nil {
 		return fail(stderr, err)
 	}
+	defer closeStore()
 	var broken []zarr.ChunkReport
 	arrays, chunks := 0, 0
 	for _, n := range nodes {

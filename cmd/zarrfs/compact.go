@@ -10,13 +10,15 @@ import (
 
 func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("compact", "STORE [PATH]", stderr)
+	sf := addStoreFlags(fs)
 	if code, ok := parse(fs, args, 1, 2); !ok {
 		return code
 	}
-	nodes, err := openNodes(ctx, fs.Arg(0), fs.Arg(1), false)
+	nodes, closeStore, err := openNodes(ctx, fs.Arg(0), fs.Arg(1), sf, false)
 	if err != nil {
 		return fail(stderr, err)
 	}
+	defer closeStore()
 	var shards, compacted int
 	var reclaimed int64
 	failed := false

@@ -13,7 +13,6 @@ import (
 	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/meta"
 	"github.com/zarrfs/zarrfs/zarr/nd"
-	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
 // nodeInfo is what `zarrfs info` reports about one node (also its --json form).
@@ -46,13 +45,15 @@ type nodeInfo struct {
 func runInfo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("info", "STORE [PATH]", stderr)
 	asJSON := fs.Bool("json", false, "print one JSON object per node")
+	sf := addStoreFlags(fs)
 	if code, ok := parse(fs, args, 1, 2); !ok {
 		return code
 	}
-	nodes, err := openNodes(ctx, fs.Arg(0), fs.Arg(1), true)
+	nodes, closeStore, err := openNodes(ctx, fs.Arg(0), fs.Arg(1), sf, true)
 	if err != nil {
 		return fail(stderr, err)
 	}
+	defer closeStore()
 	infos := make([]nodeInfo, len(nodes))
 	for i, n := range nodes {
 		infos[i] = describe(ctx, n)
@@ -68,19 +69,26 @@ func runInfo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// openNodes opens the store and returns the nodes at and below path.
-func openNodes(ctx context.Context, dir, path string, readOnly bool) ([]*zarr.Node, error) {
-	s, err := store.OpenDir(dir, readOnly)
+// openNodes opens the store and returns the nodes at and below path, and
+// the function that closes the store.
+func openNodes(ctx context.Context, storeArg, path string, sf storeFlags, readOnly bool) ([]*zarr.Node, func(), error) {
+	loc, err := parseStore(storeArg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	s, err := loc.open(ctx, sf, readOnly)
+	if err != nil {
+		return nil, nil, err
 	}
 	h, err := zarr.Open(ctx, s)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", dir, err)
+		s.Close()
+		return nil, nil, fmt.Errorf("%s: %w", storeArg, err)
 	}
 	path = strings.Trim(path, "/")
 	if _, ok := h.Node(path); !ok {
-		return nil, fmt.Errorf("%s: no group or array at %q", dir, path)
+		s.Close()
+		return nil, nil, fmt.Errorf("%s: no group or array at %q", storeArg, path)
 	}
 	var nodes []*zarr.Node
 	for _, n := range h.Nodes() {
@@ -88,7 +96,7 @@ func openNodes(ctx context.Context, dir, path string, readOnly bool) ([]*zarr.No
 			nodes = append(nodes, n)
 		}
 	}
-	return nodes, nil
+	return nodes, func() { s.Close() }, nil
 }
 
 // describe gathers a node's info, reading every shard index of arrays.

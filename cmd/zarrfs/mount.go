@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime/debug"
 	"runtime/pprof"
 	"strings"
@@ -17,9 +16,7 @@ import (
 	"github.com/zarrfs/zarrfs/fs"
 	"github.com/zarrfs/zarrfs/fs/keyspace"
 	"github.com/zarrfs/zarrfs/zarr"
-	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/writeback"
-	"golang.org/x/sys/unix"
 )
 
 func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -32,6 +29,8 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cacheSize := flags.String("cache-size", "256MiB", "bound of the shard index and chunk cache (e.g. 64MiB, 1GiB, or bytes)")
 	readAhead := flags.Int("read-ahead", 2, "transcoded chunks to prepare ahead of a reader reading chunks in key order (0: none)")
 	statsInterval := flags.Duration("stats-interval", 0, "log the counters of MNT/.zarrfs/stats this often (e.g. 1m; 0: never)")
+	journalFlag := flags.String("journal-dir", "", "where mounts of remote stores journal writes (default: $XDG_STATE_HOME/zarrfs/journals, one directory per store URL)")
+	sf := addStoreFlags(flags)
 	cpuProfile := flags.String("cpuprofile", "", "") // for performance work: hidden
 	if code, ok := parse(flags, args, 2, 2); !ok {
 		return code
@@ -72,26 +71,33 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		defer stop()
 	}
-	storeDir, mnt := flags.Arg(0), flags.Arg(1)
+	storeArg, mnt := flags.Arg(0), flags.Arg(1)
+	loc, err := parseStore(storeArg)
+	if err != nil {
+		return fail(stderr, err)
+	}
 	if err := checkMountpoint(mnt); err != nil {
 		return fail(stderr, err)
 	}
-	if !*readOnly && syscall.Access(storeDir, unix.W_OK) != nil {
-		logger.Warn("the store is not writable: mounting read-only", "store", storeDir)
+	if !*readOnly && !loc.writable() {
+		logger.Warn("the store is not writable: mounting read-only", "store", storeArg)
 		*readOnly = true
 	}
-	s, err := store.OpenDir(storeDir, *readOnly)
+	s, err := loc.open(ctx, sf, *readOnly)
 	if err != nil {
 		return fail(stderr, err)
 	}
 	defer s.Close()
 	h, err := zarr.Open(ctx, s)
 	if err != nil {
-		return fail(stderr, fmt.Errorf("%s: %w", storeDir, err))
+		return fail(stderr, fmt.Errorf("%s: %w", storeArg, err))
 	}
 	var ks *keyspace.FS
 	var writer *writeback.Writer
-	journals := filepath.Join(storeDir, store.StateDir, "journal")
+	journals, err := journalDir(loc, s, *journalFlag)
+	if err != nil {
+		return fail(stderr, err)
+	}
 	if !*readOnly {
 		// Updates acknowledged by a mount that died go into the shards
 		// before anything is served.
@@ -108,10 +114,9 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	ks = keyspace.New(h, keyspace.Options{V2Separator: *sep, CacheBytes: cacheBytes, Logger: logger, Writer: writer, ReadAhead: *readAhead})
 	defer ks.Close()
-	abs, _ := filepath.Abs(storeDir)
 	server, err := fs.Mount(mnt, ks, fs.Options{
 		Views: views, ReadOnly: *readOnly, AllowOther: *allowOther,
-		FsName: "zarrfs:" + abs, Logger: logger, Debug: level <= slog.LevelDebug,
+		FsName: "zarrfs:" + s.String(), Logger: logger, Debug: level <= slog.LevelDebug,
 		StatsInterval: *statsInterval,
 	})
 	if err != nil {
@@ -120,7 +125,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		return fail(stderr, fmt.Errorf("mount %s: %w", mnt, err))
 	}
-	logger.Info("mounted", "store", storeDir, "mountpoint", mnt, "view", *view, "read_only", *readOnly)
+	logger.Info("mounted", "store", s.String(), "mountpoint", mnt, "view", *view, "read_only", *readOnly)
 	go func() {
 		<-ctx.Done()
 		logger.Info("unmounting", "mountpoint", mnt)

@@ -43,12 +43,14 @@ func (s *objectState) size() int64 {
 
 // object returns the cached state of a stored object, checking the store
 // for changes when fresh is set or the state is older than the
-// revalidation interval.
+// revalidation interval. A state loaded by this call is not checked again.
 func (av *arrayView) object(ctx context.Context, key string, fresh bool) (*objectState, error) {
 	f := av.fs
 	cacheKey := "obj\x00" + key
+	loaded := false
 	load := func() (any, int64, error) {
-		s := av.loadObject(ctx, key)
+		loaded = true
+		s := av.loadObject(ctx, key, nil)
 		return s, s.size(), nil
 	}
 	v, err := f.cache.GetOrLoad(cacheKey, load)
@@ -61,44 +63,47 @@ func (av *arrayView) object(ctx context.Context, key string, fresh bool) (*objec
 		return nil, err
 	}
 	s := v.(*objectState)
-	now := time.Now()
-	if !fresh && now.UnixNano()-s.checked.Load() < int64(f.opts.Revalidate) {
+	if loaded || !fresh && time.Now().UnixNano()-s.checked.Load() < int64(f.opts.Revalidate) {
 		return s, nil
 	}
-	info, err := f.store.Stat(ctx, key)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		if !s.exists {
-			s.checked.Store(now.UnixNano())
-			return s, nil
-		}
-	case err != nil:
-		return nil, err
-	case s.exists && info.Generation == s.info.Generation:
-		s.checked.Store(now.UnixNano())
-		return s, nil
+	next := av.loadObject(ctx, key, s)
+	if next != s {
+		f.cache.Add(cacheKey, next, next.size())
 	}
-	// Changed: reload once for all callers.
-	f.cache.Remove(cacheKey)
-	v, err = f.cache.GetOrLoad(cacheKey, load)
-	if err != nil {
-		return nil, err
-	}
-	return v.(*objectState), nil
+	return next, nil
 }
 
-// loadObject stats a stored object or, for shards, reads its index with
-// one request.
-func (av *arrayView) loadObject(ctx context.Context, key string) *objectState {
+// loadObject reads what the cache keeps of a stored object: its Info, and
+// for a shard its index, with one request. With prev, the state cached
+// until now, the request is conditional: a shard whose generation did not
+// change sends no index (If-None-Match), and prev is returned, checked.
+func (av *arrayView) loadObject(ctx context.Context, key string, prev *objectState) *objectState {
+	now := time.Now().UnixNano()
 	s := &objectState{key: key, gen: av.fs.generation(key).Load()}
-	s.checked.Store(time.Now().UnixNano())
+	s.checked.Store(now)
+	unchanged := func() *objectState {
+		prev.checked.Store(now)
+		return prev
+	}
 	if av.shard == nil {
 		info, err := av.fs.store.Stat(ctx, key)
 		s.exists, s.info, s.err = err == nil, info, ignoreNotFound(err)
+		if prev != nil && prev.err == nil && s.err == nil && prev.exists == s.exists && prev.info.Generation == info.Generation {
+			return unchanged()
+		}
 		return s
 	}
-	ix, info, err := av.a.ReadShardIndex(ctx, key, store.Cond{})
-	if err != nil && !errors.Is(err, sharding.ErrInvalidIndex) {
+	var cond store.Cond
+	if prev != nil && prev.exists {
+		cond.IfNoneMatch = prev.info.Generation
+	}
+	ix, info, err := av.a.ReadShardIndex(ctx, key, cond)
+	switch {
+	case errors.Is(err, store.ErrNotModified):
+		return unchanged()
+	case errors.Is(err, store.ErrNotFound) && prev != nil && !prev.exists && prev.err == nil:
+		return unchanged()
+	case err != nil && !errors.Is(err, sharding.ErrInvalidIndex):
 		s.err = ignoreNotFound(err)
 		return s
 	}

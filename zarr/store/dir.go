@@ -76,6 +76,12 @@ func mapErr(key string, err error) error {
 // Get reads span of the value at key from one open file, so the bytes and
 // the Info describe the same generation.
 func (d *Dir) Get(ctx context.Context, key string, span Span, cond Cond) ([]byte, Info, error) {
+	if cond.IfNoneMatch != "" && cond.IfNoneMatch != AnyGeneration {
+		// Revalidation of an unchanged value costs one stat.
+		if info, err := d.Stat(ctx, key); err == nil && info.Generation == cond.IfNoneMatch {
+			return nil, info, fmt.Errorf("%w: %s", ErrNotModified, key)
+		}
+	}
 	f, err := d.open(key)
 	if err != nil {
 		return nil, Info{}, err

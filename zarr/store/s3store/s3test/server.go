@@ -5,6 +5,7 @@ package s3test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -196,5 +197,39 @@ func (s *Server) Upload(t testing.TB, dir, bucket, prefix string) {
 	})
 	if err != nil {
 		t.Fatalf("upload %s: %v", dir, err)
+	}
+}
+
+// Download copies every object of the bucket below prefix into dir with
+// the independent client.
+func (s *Server) Download(t testing.TB, bucket, prefix, dir string) {
+	t.Helper()
+	ctx := context.Background()
+	c := s.Client()
+	p := s3.NewListObjectsV2Paginator(c, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix + "/")})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			t.Fatalf("list %s/%s: %v", bucket, prefix, err)
+		}
+		for _, o := range page.Contents {
+			key := aws.ToString(o.Key)
+			out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: o.Key})
+			if err != nil {
+				t.Fatalf("get %s: %v", key, err)
+			}
+			b, err := io.ReadAll(out.Body)
+			out.Body.Close()
+			if err != nil {
+				t.Fatalf("get %s: %v", key, err)
+			}
+			dst := filepath.Join(dir, filepath.FromSlash(strings.TrimPrefix(key, prefix+"/")))
+			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(dst, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/zarrfs/zarrfs/zarr/store"
+	"github.com/zarrfs/zarrfs/zarr/store/s3store"
+)
+
+// storeFlags are the flags that say how to reach a remote store.
+type storeFlags struct {
+	s3Endpoint  *string
+	s3PathStyle *bool
+	s3Anonymous *bool
+}
+
+func addStoreFlags(fs *flag.FlagSet) storeFlags {
+	return storeFlags{
+		s3Endpoint:  fs.String("s3-endpoint", "", "S3 endpoint URL for s3:// stores (default: AWS_ENDPOINT_URL, else AWS)"),
+		s3PathStyle: fs.Bool("s3-path-style", false, "address S3 buckets in the path (most servers other than AWS need it)"),
+		s3Anonymous: fs.Bool("s3-anonymous", false, "send unsigned S3 requests (public buckets)"),
+	}
+}
+
+// storeLocation is a parsed STORE argument: a local directory, or a
+// remote store's URL.
+type storeLocation struct {
+	dir            string // local directory, "" for remote
+	bucket, prefix string // s3://bucket/prefix
+}
+
+func parseStore(arg string) (storeLocation, error) {
+	u, err := url.Parse(arg)
+	if err != nil || u.Scheme == "" || len(u.Scheme) == 1 {
+		return storeLocation{dir: arg}, nil // a path (a one-letter scheme is not one)
+	}
+	switch u.Scheme {
+	case "file":
+		return storeLocation{dir: u.Path}, nil
+	case "s3":
+		if u.Host == "" {
+			return storeLocation{}, fmt.Errorf("%s: no bucket (s3://BUCKET/PREFIX)", arg)
+		}
+		return storeLocation{bucket: u.Host, prefix: strings.Trim(u.Path, "/")}, nil
+	}
+	return storeLocation{}, fmt.Errorf("%s: unsupported store URL scheme %q (a path, file://, s3://)", arg, u.Scheme)
+}
+
+func (l storeLocation) remote() bool { return l.dir == "" }
+
+// writable reports whether the process may write a local store.
+func (l storeLocation) writable() bool {
+	return l.remote() || syscall.Access(l.dir, unix.W_OK) == nil
+}
+
+// open opens the store.
+func (l storeLocation) open(ctx context.Context, sf storeFlags, readOnly bool) (store.Store, error) {
+	if !l.remote() {
+		return store.OpenDir(l.dir, readOnly)
+	}
+	return s3store.Open(ctx, l.bucket, l.prefix, s3store.Options{
+		Endpoint: *sf.s3Endpoint, PathStyle: *sf.s3PathStyle, Anonymous: *sf.s3Anonymous, ReadOnly: readOnly,
+	})
+}
+
+// journalDir is where a mount of the store journals its writes: inside a
+// local store (so any mount of it replays them), and for a remote store
+// under dir (default: the user's state directory), one directory per
+// store URL.
+func journalDir(l storeLocation, s store.Store, dir string) (string, error) {
+	if !l.remote() {
+		return filepath.Join(l.dir, store.StateDir, "journal"), nil
+	}
+	if dir == "" {
+		state := os.Getenv("XDG_STATE_HOME")
+		if state == "" {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return "", fmt.Errorf("no --journal-dir and no home directory: %w", err)
+			}
+			state = filepath.Join(home, ".local", "state")
+		}
+		dir = filepath.Join(state, "zarrfs", "journals")
+	}
+	sum := sha256.Sum256([]byte(s.String()))
+	return filepath.Join(dir, hex.EncodeToString(sum[:8])), nil
+}
