@@ -3,7 +3,9 @@ package zarr
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"iter"
 	"path"
 	"slices"
 	"strings"
@@ -61,14 +63,26 @@ func (n *Node) Name() string { return path.Base("/" + n.Path) }
 type Hierarchy struct {
 	Store store.Store
 	nodes map[string]*Node
+	// listDir lists the store, or the keys known from consolidated
+	// metadata where the store cannot list.
+	listDir func(ctx context.Context, prefix string) iter.Seq2[store.Entry, error]
 }
 
 // Open walks the store and finds every group and array under the root.
 // Nodes whose metadata is broken are kept with Err set, so one bad array
-// does not hide the others.
+// does not hide the others. A store that cannot list is walked through
+// its consolidated metadata, or else is the one node at its root.
 func Open(ctx context.Context, s store.Store) (*Hierarchy, error) {
-	h := &Hierarchy{Store: s, nodes: map[string]*Node{}}
+	h := &Hierarchy{Store: s, nodes: map[string]*Node{}, listDir: s.ListDir}
 	root, err := h.visit(ctx, "")
+	if errors.Is(err, store.ErrNoListing) {
+		keys, kerr := discoverKeys(ctx, s)
+		if kerr != nil {
+			return nil, kerr
+		}
+		h.nodes, h.listDir = map[string]*Node{}, keys.listDir
+		root, err = h.visit(ctx, "")
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +97,7 @@ func Open(ctx context.Context, s store.Store) (*Hierarchy, error) {
 func (h *Hierarchy) visit(ctx context.Context, prefix string) (*Node, error) {
 	var dirs []string
 	has := map[string]bool{}
-	for e, err := range h.Store.ListDir(ctx, prefix) {
+	for e, err := range h.listDir(ctx, prefix) {
 		if err != nil {
 			return nil, err
 		}

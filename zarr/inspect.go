@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"strings"
 	"sync"
 
@@ -15,14 +16,50 @@ import (
 
 // StoredChunks yields the grid coordinates of every chunk (shard) that is
 // stored, found by listing the array's keys. Keys that name no chunk of
-// the grid are skipped.
+// the grid are skipped. On a store that cannot list (a web server) every
+// chunk of the grid is probed with Stat.
 func (a *Array) StoredChunks(ctx context.Context) iter.Seq2[[]int, error] {
+	return func(yield func([]int, error) bool) {
+		var probing bool
+		for c, err := range a.candidates(ctx, &probing) {
+			if err == nil && probing {
+				if _, err = a.store.Stat(ctx, a.ChunkKey(c)); errors.Is(err, store.ErrNotFound) {
+					continue
+				}
+			}
+			if !yield(c, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+// ChunkCandidates yields the grid coordinates of the chunks (shards) that
+// may be stored: those listed, or on a store that cannot list, every chunk
+// of the grid, which the caller finds missing or not as it reads them.
+func (a *Array) ChunkCandidates(ctx context.Context) iter.Seq2[[]int, error] {
+	return a.candidates(ctx, new(bool))
+}
+
+// candidates is ChunkCandidates, setting *probing when it probes the grid.
+func (a *Array) candidates(ctx context.Context, probing *bool) iter.Seq2[[]int, error] {
 	return func(yield func([]int, error) bool) {
 		prefix := a.Path
 		if prefix != "" {
 			prefix += "/"
 		}
 		for key, err := range a.store.List(ctx, prefix) {
+			if errors.Is(err, store.ErrNoListing) {
+				*probing = true
+				grid := a.Grid()
+				c := make([]int, len(grid))
+				for ok := nd.Size(grid) > 0; ok; ok = nd.Next(c, grid) {
+					if !yield(slices.Clone(c), nil) {
+						return
+					}
+				}
+				return
+			}
 			if err != nil {
 				yield(nil, err)
 				return

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zarrfs/zarrfs/zarr/store"
+	"github.com/zarrfs/zarrfs/zarr/store/httpstore"
 	"github.com/zarrfs/zarrfs/zarr/store/s3store"
 )
 
@@ -38,6 +39,7 @@ func addStoreFlags(fs *flag.FlagSet) storeFlags {
 type storeLocation struct {
 	dir            string // local directory, "" for remote
 	bucket, prefix string // s3://bucket/prefix
+	web            string // http:// or https:// URL
 }
 
 func parseStore(arg string) (storeLocation, error) {
@@ -53,21 +55,30 @@ func parseStore(arg string) (storeLocation, error) {
 			return storeLocation{}, fmt.Errorf("%s: no bucket (s3://BUCKET/PREFIX)", arg)
 		}
 		return storeLocation{bucket: u.Host, prefix: strings.Trim(u.Path, "/")}, nil
+	case "http", "https":
+		return storeLocation{web: arg}, nil
 	}
-	return storeLocation{}, fmt.Errorf("%s: unsupported store URL scheme %q (a path, file://, s3://)", arg, u.Scheme)
+	return storeLocation{}, fmt.Errorf("%s: unsupported store URL scheme %q (a path, file://, s3://, http://, https://)", arg, u.Scheme)
 }
 
 func (l storeLocation) remote() bool { return l.dir == "" }
 
-// writable reports whether the process may write a local store.
+// writable reports whether the store may take writes: web servers do
+// not, local directories when the process may write them.
 func (l storeLocation) writable() bool {
+	if l.web != "" {
+		return false
+	}
 	return l.remote() || syscall.Access(l.dir, unix.W_OK) == nil
 }
 
 // open opens the store.
 func (l storeLocation) open(ctx context.Context, sf storeFlags, readOnly bool) (store.Store, error) {
-	if !l.remote() {
+	switch {
+	case !l.remote():
 		return store.OpenDir(l.dir, readOnly)
+	case l.web != "":
+		return httpstore.Open(l.web, httpstore.Options{})
 	}
 	return s3store.Open(ctx, l.bucket, l.prefix, s3store.Options{
 		Endpoint: *sf.s3Endpoint, PathStyle: *sf.s3PathStyle, Anonymous: *sf.s3Anonymous, ReadOnly: readOnly,

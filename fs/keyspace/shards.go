@@ -227,7 +227,7 @@ func (av *arrayView) stored(ctx context.Context, prefix []int) iter.Seq2[[]int, 
 			}
 			return true
 		}
-		for objCoords, err := range av.a.StoredChunks(ctx) {
+		for objCoords, err := range av.a.ChunkCandidates(ctx) {
 			if err != nil {
 				yield(nil, err)
 				return

@@ -1,0 +1,93 @@
+package zarr
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/zarrfs/zarrfs/zarr/store"
+)
+
+// knownKeys stands in for listings on a store that cannot list (a web
+// server): the metadata keys that consolidated metadata names, or the
+// metadata documents found at the root.
+type knownKeys map[string]bool
+
+// discoverKeys finds the metadata keys of a store that cannot list: from
+// the root zarr.json's consolidated_metadata (v3), from .zmetadata (v2),
+// or else by asking for each metadata document at the root, which finds
+// the array or group the store's URL points at.
+func discoverKeys(ctx context.Context, s store.Store) (knownKeys, error) {
+	keys := knownKeys{}
+	if b, err := store.ReadAll(ctx, s, ZarrJSON); err == nil {
+		keys[ZarrJSON] = true
+		var doc struct {
+			Consolidated *struct {
+				Metadata map[string]json.RawMessage `json:"metadata"`
+			} `json:"consolidated_metadata"`
+		}
+		if err := json.Unmarshal(b, &doc); err != nil {
+			return nil, fmt.Errorf("%s: %w", ZarrJSON, err)
+		}
+		if doc.Consolidated != nil {
+			for p := range doc.Consolidated.Metadata {
+				keys[store.Join(p, ZarrJSON)] = true
+			}
+		}
+		return keys, nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	if b, err := store.ReadAll(ctx, s, ZMetadata); err == nil {
+		var doc struct {
+			Metadata map[string]json.RawMessage `json:"metadata"`
+		}
+		if err := json.Unmarshal(b, &doc); err != nil {
+			return nil, fmt.Errorf("%s: %w", ZMetadata, err)
+		}
+		for k := range doc.Metadata {
+			if store.ValidateKey(k) == nil {
+				keys[k] = true
+			}
+		}
+		return keys, nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	for _, k := range []string{ZArray, ZGroup, ZAttrs} {
+		if _, err := s.Stat(ctx, k); err == nil {
+			keys[k] = true
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+	}
+	return keys, nil
+}
+
+// listDir yields the children of prefix among the known keys, sorted.
+func (k knownKeys) listDir(_ context.Context, prefix string) iter.Seq2[store.Entry, error] {
+	return func(yield func(store.Entry, error) bool) {
+		if prefix != "" {
+			prefix = strings.TrimSuffix(prefix, "/") + "/"
+		}
+		children := map[string]bool{} // name -> is a directory
+		for key := range k {
+			rest, ok := strings.CutPrefix(key, prefix)
+			if !ok {
+				continue
+			}
+			name, _, dir := strings.Cut(rest, "/")
+			children[name] = children[name] || dir
+		}
+		for _, name := range slices.Sorted(maps.Keys(children)) {
+			if !yield(store.Entry{Name: name, Dir: children[name]}, nil) {
+				return
+			}
+		}
+	}
+}
