@@ -19,15 +19,35 @@ import (
 	zfs "github.com/zarrfs/zarrfs/fs"
 )
 
-// Build compiles cmd/zarrfs into dir and returns the binary's path.
-func Build(repoRoot, dir string) (string, error) {
+// Build compiles cmd/zarrfs into dir and returns the binary's path; with
+// race, under the race detector, whose reports go to the mount's log (see
+// RaceReport).
+func Build(repoRoot, dir string, race bool) (string, error) {
 	bin := filepath.Join(dir, "zarrfs")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/zarrfs")
+	args := []string{"build", "-o", bin}
+	if race {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, "./cmd/zarrfs")...)
 	cmd.Dir = repoRoot
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build: %v\n%s", err, out)
 	}
 	return bin, nil
+}
+
+// RaceReport returns the first data race the race detector reported in a
+// log, "" when there is none.
+func RaceReport(log string) string {
+	i := strings.Index(log, "WARNING: DATA RACE")
+	if i < 0 {
+		return ""
+	}
+	end := strings.Index(log[i:], "==================")
+	if end < 0 {
+		return log[i:]
+	}
+	return log[i : i+end]
 }
 
 // Mount is a running `zarrfs mount`.

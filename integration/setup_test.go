@@ -30,7 +30,7 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	wd, _ := os.Getwd()
-	if zarrfsBin, err = integration.Build(filepath.Dir(wd), dir); err != nil {
+	if zarrfsBin, err = integration.Build(filepath.Dir(wd), dir, true); err != nil {
 		fmt.Println(err)
 		return 1
 	}
@@ -56,6 +56,9 @@ func mount(t *testing.T, store string, args ...string) *integration.Mount {
 			}
 		}
 		m.Kill() // a process the test left running without its mount
+		if race := integration.RaceReport(m.Log()); race != "" {
+			t.Errorf("the mounted daemon raced:\n%s", race)
+		}
 	})
 	return m
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 
 	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/meta"
@@ -25,7 +26,9 @@ func (f *FS) writeDoc(ctx context.Context, vn *vnode, v View, name string, conte
 		if err != nil {
 			return fmt.Errorf("%w: %s: %v", ErrInvalid, joinPath(n.Path, name), err)
 		}
+		f.meta.RLock() // attribute edits change the node
 		attrs = withoutDerived(n, parsed)
+		f.meta.RUnlock()
 	case v == V3 && name == zarr.ZarrJSON:
 		var err error
 		if attrs, err = f.v3Attributes(vn, content); err != nil {
@@ -198,11 +201,14 @@ func (f *FS) applyAttributes(n *zarr.Node, attrs json.RawMessage) error {
 	if root := f.vnodes[V2][""]; root != nil && root.arr == nil {
 		zmeta, err := consolidated(root)
 		errs = append(errs, err)
-		for i := range root.docs {
-			if root.docs[i].name == zarr.ZMetadata {
-				root.docs[i].data = zmeta
+		// Readers hold the old slice without the lock: replace it.
+		docs := slices.Clone(root.docs)
+		for i := range docs {
+			if docs[i].name == zarr.ZMetadata {
+				docs[i].data = zmeta
 			}
 		}
+		root.docs = docs
 	}
 	return errors.Join(errs...)
 }

@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/zarrfs/zarrfs/fs/keyspace"
@@ -331,5 +333,75 @@ func TestReadOnlyRefusesWrites(t *testing.T) {
 	}
 	if err := v2.Unlink(ctx, "1.1"); !errors.Is(err, keyspace.ErrReadOnly) {
 		t.Fatalf("Unlink on a read-only FS: %v", err)
+	}
+}
+
+// TestConcurrentUse runs, at once and under -race, attribute edits through
+// both views, chunk writes and publishes, and readers of metadata,
+// listings and chunks; every edit must land and every read succeed.
+func TestConcurrentUse(t *testing.T) {
+	f, w, _ := writableFS(t)
+	ctx := context.Background()
+	const name = "uint16_zstd_end"
+	v2 := lookupDir(t, f.Root(keyspace.V2), name)
+	v3 := lookupDir(t, f.Root(keyspace.V3), name)
+	chunks := listNames(t, v2)
+	var chunkNames []string
+	for _, c := range chunks {
+		if !strings.HasPrefix(c, ".") {
+			chunkNames = append(chunkNames, c)
+		}
+	}
+	if len(chunkNames) < 2 {
+		t.Fatalf("%s has %d chunk files", name, len(chunkNames))
+	}
+	original := readFile(t, v2, chunkNames[0])
+	commit := func(d *keyspace.Dir, file string, content []byte) error {
+		e, err := d.Lookup(ctx, file)
+		if err != nil {
+			return err
+		}
+		h, err := e.File.OpenWrite(ctx, true)
+		if err != nil {
+			return err
+		}
+		h.WriteAt(content, 0)
+		return h.Commit(ctx)
+	}
+	var wg sync.WaitGroup
+	const rounds = 20
+	for writer := range 2 {
+		wg.Go(func() {
+			for i := range rounds {
+				if err := commit(v2, ".zattrs", fmt.Appendf(nil, `{"writer": %d, "round": %d}`, writer, i)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for range rounds {
+			if err := commit(v2, chunkNames[1], original); err != nil {
+				t.Error(err)
+				return
+			}
+			w.Flush(ctx)
+		}
+	})
+	for range 2 {
+		wg.Go(func() {
+			for range 2 * rounds {
+				readFile(t, v3, "zarr.json")
+				readFile(t, f.Root(keyspace.V2), ".zmetadata")
+				readFile(t, v2, chunkNames[0])
+				listNames(t, v3)
+			}
+		})
+	}
+	wg.Wait()
+	var attrs map[string]any
+	if err := json.Unmarshal(readFile(t, v2, ".zattrs"), &attrs); err != nil || attrs["round"] != float64(rounds-1) {
+		t.Fatalf(".zattrs after the edits: %v, %v; want the last round of either writer", attrs, err)
 	}
 }

@@ -184,7 +184,7 @@ func run(cfg config, ms *mounts, out io.Writer) (err error) {
 		if err != nil {
 			return err
 		}
-		if b.bin, err = integration.Build(root, b.work); err != nil {
+		if b.bin, err = integration.Build(root, b.work, false); err != nil {
 			return err
 		}
 	}
