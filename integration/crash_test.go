@@ -256,6 +256,28 @@ func (w *workload) manifestStats(t *testing.T) (begun, done int, errnos []int) {
 // (before any write: its initial content) - a whole content, never a mix.
 func (w *workload) verify(t *testing.T) {
 	t.Helper()
+	w.verifyWith(t, func(wa *workloadArray, c []int) ([]byte, bool) { return storedInner(t, w.dir, wa.a, c) })
+}
+
+// verifyThrough checks what the v3 view of the mount at mnt shows against
+// the manifest, as verify checks the store.
+func (w *workload) verifyThrough(t *testing.T, mnt string) {
+	t.Helper()
+	w.verifyWith(t, func(wa *workloadArray, c []int) ([]byte, bool) {
+		b, err := os.ReadFile(filepath.Join(mnt, "v3", wa.a.Path, keyIn(wa.a, "v3", c)))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, false
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b, true
+	})
+}
+
+// verifyWith checks the inner chunks read reads against the manifest.
+func (w *workload) verifyWith(t *testing.T, read func(*workloadArray, []int) ([]byte, bool)) {
+	t.Helper()
 	allowed := map[string]map[string]bool{}
 	for id, h := range w.initial {
 		allowed[id] = map[string]bool{h: true}
@@ -277,7 +299,7 @@ func (w *workload) verify(t *testing.T) {
 	for _, wa := range w.arrays {
 		for _, c := range w.chunks(wa) {
 			id := chunkID(wa.a, c)
-			got := contentHash(storedInner(t, w.dir, wa.a, c))
+			got := contentHash(read(wa, c))
 			if !allowed[id][got] {
 				bad++
 				if bad <= 10 {
@@ -310,14 +332,35 @@ func (w *workload) checkReaders(t *testing.T) {
 	}
 }
 
+// checkAfterCrash runs `zarrfs check` on a store whose writer was killed:
+// every shard must be whole; journals the writer left unpublished must be
+// reported with exit status 1. It reports whether there were any.
+func checkAfterCrash(t *testing.T, dir string) (unpublished bool) {
+	t.Helper()
+	out, err := exec.Command(zarrfsBin, "check", dir).CombinedOutput()
+	unpublished = strings.Contains(string(out), "UNPUBLISHED ")
+	switch {
+	case strings.Contains(string(out), "BROKEN "):
+		t.Errorf("zarrfs check %s found broken shards:\n%s", dir, out)
+	case unpublished && !isExit(err, 1):
+		t.Errorf("zarrfs check %s reported unpublished journals but exited with %v", dir, err)
+	case !unpublished && err != nil:
+		t.Errorf("zarrfs check %s: %v\n%s", dir, err, out)
+	}
+	return unpublished
+}
+
 // TestCrashZarrfsKilled kills zarrfs with SIGKILL, again and again, while
 // a writer writes chunk files through it (O_TRUNC and rename, both views,
 // unlinks, some fsyncs) - sometimes in the middle of heavy writes,
 // sometimes once the writer has stopped and shards are being published.
 // After each kill, before anything replays the journal, `zarrfs check`
-// must find every shard whole; the next mount replays the journal, after
-// which every chunk must hold what the manifest allows (every
-// acknowledged write, nothing torn). At the end zarrita reads every array.
+// must find every shard whole and name the unpublished journal (exit 1),
+// and a read-only mount must show every acknowledged write. Then `zarrfs
+// recover` (every other kill) or the next read-write mount replays the
+// journal, after which every chunk in the store must hold what the
+// manifest allows (every acknowledged write, nothing torn). At the end
+// zarrita reads every array.
 func TestCrashZarrfsKilled(t *testing.T) {
 	zarrtest.RequirePython(t)
 	w := newWorkload(t)
@@ -347,7 +390,23 @@ func TestCrashZarrfsKilled(t *testing.T) {
 			t.Fatalf("iteration %d: the writer failed: %v (exited: %v)\n%s", i, err, exited, wr.out.String())
 		}
 		m.Kill() // reap zarrfs and detach its dead mount
-		checkStore(t, w.dir)
+		unpublished := checkAfterCrash(t, w.dir)
+		// A read-only mount shows every acknowledged write, published or not.
+		ro := mount(t, w.dir, "--ro")
+		w.verifyThrough(t, ro.Dir)
+		if unpublished && !strings.Contains(ro.Log(), "showing updates a writer that died left unpublished") {
+			t.Errorf("iteration %d: a read-only mount of a store with unpublished journals did not say so:\n%s", i, ro.Log())
+		}
+		if err := ro.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 1 { // published without mounting
+			if out, err := exec.Command(zarrfsBin, "recover", w.dir).CombinedOutput(); err != nil {
+				t.Fatalf("zarrfs recover: %v\n%s", err, out)
+			}
+			checkStore(t, w.dir)
+			w.verify(t)
+		}
 		m = mount(t, w.dir)
 		if strings.Contains(m.Log(), "replayed a journal") {
 			replays++

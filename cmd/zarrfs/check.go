@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/writeback"
 )
 
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -18,11 +19,12 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if code, ok := parse(fs, args, 1, 2); !ok {
 		return code
 	}
-	nodes, closeStore, err := openNodes(ctx, fs.Arg(0), fs.Arg(1), sf, true)
+	o, err := openNodes(ctx, fs.Arg(0), fs.Arg(1), sf, true)
 	if err != nil {
 		return fail(stderr, err)
 	}
-	defer closeStore()
+	defer o.store.Close()
+	nodes := o.nodes
 	var broken []zarr.ChunkReport
 	arrays, chunks := 0, 0
 	for _, n := range nodes {
@@ -49,8 +51,39 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stdout, "BROKEN %s: %s\n", r.Key, strings.ReplaceAll(r.Err.Error(), "\n", "; "))
 	}
 	fmt.Fprintf(stdout, "checked %d arrays, %d stored chunks/shards: %d broken\n", arrays, chunks, len(broken))
-	if len(broken) > 0 {
+	unpublished, err := reportJournals(o, sf, stdout, stderr)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	if len(broken) > 0 || unpublished {
 		return 1
 	}
 	return 0
+}
+
+// reportJournals names the journals that hold writes the store does not:
+// those of live writers (published as they go) and those of writers that
+// died, whose updates only `zarrfs recover` or a read-write mount
+// publishes. It reports whether a dead writer's journal holds updates.
+func reportJournals(o *openedStore, sf storeFlags, stdout, stderr io.Writer) (bool, error) {
+	root, err := journalDir(o.loc, o.store, *sf.journalDir)
+	if err != nil {
+		return false, err
+	}
+	infos, err := writeback.Journals(o.h, root, newLogger(stderr))
+	if err != nil {
+		return false, err
+	}
+	unpublished := false
+	for _, j := range infos {
+		switch {
+		case j.Alive:
+			fmt.Fprintf(stdout, "JOURNAL %s: its writer is running and publishes it\n", j.Dir)
+		case j.Records > 0:
+			unpublished = true
+			fmt.Fprintf(stdout, "UNPUBLISHED %s: %d updates of %d shards (%s) from a writer that died; the store does not hold them: run zarrfs recover\n",
+				j.Dir, j.Records, len(j.Shards), abbreviate(strings.Join(j.Shards, " "), 200))
+		}
+	}
+	return unpublished, nil
 }

@@ -14,11 +14,12 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if code, ok := parse(fs, args, 1, 2); !ok {
 		return code
 	}
-	nodes, closeStore, err := openNodes(ctx, fs.Arg(0), fs.Arg(1), sf, false)
+	o, err := openNodes(ctx, fs.Arg(0), fs.Arg(1), sf, false)
 	if err != nil {
 		return fail(stderr, err)
 	}
-	defer closeStore()
+	defer o.store.Close()
+	nodes := o.nodes
 	var shards, compacted int
 	var reclaimed int64
 	failed := false

@@ -13,6 +13,7 @@ import (
 	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/meta"
 	"github.com/zarrfs/zarrfs/zarr/nd"
+	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
 // nodeInfo is what `zarrfs info` reports about one node (also its --json form).
@@ -49,11 +50,12 @@ func runInfo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if code, ok := parse(fs, args, 1, 2); !ok {
 		return code
 	}
-	nodes, closeStore, err := openNodes(ctx, fs.Arg(0), fs.Arg(1), sf, true)
+	o, err := openNodes(ctx, fs.Arg(0), fs.Arg(1), sf, true)
 	if err != nil {
 		return fail(stderr, err)
 	}
-	defer closeStore()
+	defer o.store.Close()
+	nodes := o.nodes
 	infos := make([]nodeInfo, len(nodes))
 	for i, n := range nodes {
 		infos[i] = describe(ctx, n)
@@ -69,26 +71,35 @@ func runInfo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// openNodes opens the store and returns the nodes at and below path, and
-// the function that closes the store.
-func openNodes(ctx context.Context, storeArg, path string, sf storeFlags, readOnly bool) ([]*zarr.Node, func(), error) {
+// openedStore is a store opened by a command, with its hierarchy and the
+// nodes the command works on.
+type openedStore struct {
+	loc   storeLocation
+	store store.Store
+	h     *zarr.Hierarchy
+	nodes []*zarr.Node
+}
+
+// openNodes opens the store and finds the nodes at and below path; the
+// caller closes the store.
+func openNodes(ctx context.Context, storeArg, path string, sf storeFlags, readOnly bool) (*openedStore, error) {
 	loc, err := parseStore(storeArg)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	s, err := loc.open(ctx, sf, readOnly)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	h, err := zarr.Open(ctx, s)
 	if err != nil {
 		s.Close()
-		return nil, nil, fmt.Errorf("%s: %w", storeArg, err)
+		return nil, fmt.Errorf("%s: %w", storeArg, err)
 	}
 	path = strings.Trim(path, "/")
 	if _, ok := h.Node(path); !ok {
 		s.Close()
-		return nil, nil, fmt.Errorf("%s: no group or array at %q", storeArg, path)
+		return nil, fmt.Errorf("%s: no group or array at %q", storeArg, path)
 	}
 	var nodes []*zarr.Node
 	for _, n := range h.Nodes() {
@@ -96,7 +107,7 @@ func openNodes(ctx context.Context, storeArg, path string, sf storeFlags, readOn
 			nodes = append(nodes, n)
 		}
 	}
-	return nodes, func() { s.Close() }, nil
+	return &openedStore{loc: loc, store: s, h: h, nodes: nodes}, nil
 }
 
 // describe gathers a node's info, reading every shard index of arrays.

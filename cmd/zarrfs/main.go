@@ -19,7 +19,8 @@ Usage:
   zarrfs mount [flags] STORE MOUNTPOINT   mount STORE (foreground; Ctrl-C unmounts)
   zarrfs umount MOUNTPOINT                unmount a zarrfs mount
   zarrfs info [--json] STORE [PATH]       show the hierarchy: shapes, types, shards, codecs, stored chunks
-  zarrfs check STORE [PATH]               verify every shard; exit 1 naming each broken one
+  zarrfs check STORE [PATH]               verify every shard and report unpublished journals; exit 1 naming each
+  zarrfs recover STORE                    publish the journals of writers that died into the store
   zarrfs compact STORE [PATH]             rewrite shards holding dead space densely
   zarrfs demo DIR                         write a sample sharded store to DIR/store
 
@@ -32,6 +33,7 @@ type command func(ctx context.Context, args []string, stdout, stderr io.Writer) 
 var commands = map[string]command{
 	"info":    runInfo,
 	"check":   runCheck,
+	"recover": runRecover,
 	"compact": runCompact,
 	"demo":    runDemo,
 	"mount":   runMount,

@@ -29,7 +29,6 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cacheSize := flags.String("cache-size", "256MiB", "bound of the shard index and chunk cache (e.g. 64MiB, 1GiB, or bytes)")
 	readAhead := flags.Int("read-ahead", 2, "transcoded chunks to prepare ahead of a reader reading chunks in key order (0: none)")
 	statsInterval := flags.Duration("stats-interval", 0, "log the counters of MNT/.zarrfs/stats this often (e.g. 1m; 0: never)")
-	journalFlag := flags.String("journal-dir", "", "where mounts of remote stores journal writes (default: $XDG_STATE_HOME/zarrfs/journals, one directory per store URL)")
 	sf := addStoreFlags(flags)
 	cpuProfile := flags.String("cpuprofile", "", "") // for performance work: hidden
 	if code, ok := parse(flags, args, 2, 2); !ok {
@@ -94,7 +93,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	var ks *keyspace.FS
 	var writer *writeback.Writer
-	journals, err := journalDir(loc, s, *journalFlag)
+	journals, err := journalDir(loc, s, *sf.journalDir)
 	if err != nil {
 		return fail(stderr, err)
 	}
@@ -112,7 +111,20 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return fail(stderr, err)
 		}
 	}
-	ks = keyspace.New(h, keyspace.Options{V2Separator: *sep, CacheBytes: cacheBytes, Logger: logger, Writer: writer, ReadAhead: *readAhead})
+	var unpublished *writeback.Overlay
+	if *readOnly {
+		// Acknowledged writes of mounts that died are shown, not published.
+		var infos []writeback.JournalInfo
+		if unpublished, infos, err = writeback.LoadOverlay(h, journals, logger); err != nil {
+			return fail(stderr, err)
+		}
+		for _, j := range infos {
+			if !j.Alive && j.Records > 0 {
+				logger.Warn("showing updates a writer that died left unpublished; zarrfs recover or a read-write mount publishes them", "journal", j.Dir, "updates", j.Records, "shards", len(j.Shards))
+			}
+		}
+	}
+	ks = keyspace.New(h, keyspace.Options{V2Separator: *sep, CacheBytes: cacheBytes, Logger: logger, Writer: writer, Unpublished: unpublished, ReadAhead: *readAhead})
 	defer ks.Close()
 	server, err := fs.Mount(mnt, ks, fs.Options{
 		Views: views, ReadOnly: *readOnly, AllowOther: *allowOther,

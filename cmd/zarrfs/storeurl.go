@@ -21,6 +21,7 @@ import (
 
 // storeFlags are the flags that say how to reach a remote store.
 type storeFlags struct {
+	journalDir  *string
 	s3Endpoint  *string
 	s3PathStyle *bool
 	s3Anonymous *bool
@@ -28,6 +29,7 @@ type storeFlags struct {
 
 func addStoreFlags(fs *flag.FlagSet) storeFlags {
 	return storeFlags{
+		journalDir:  fs.String("journal-dir", "", "where mounts of remote stores journal writes (default: $XDG_STATE_HOME/zarrfs/journals, one directory per store URL)"),
 		s3Endpoint:  fs.String("s3-endpoint", "", "S3 endpoint URL for s3:// stores (default: AWS_ENDPOINT_URL, else AWS)"),
 		s3PathStyle: fs.Bool("s3-path-style", false, "address S3 buckets in the path (most servers other than AWS need it)"),
 		s3Anonymous: fs.Bool("s3-anonymous", false, "send unsigned S3 requests (public buckets)"),

@@ -74,6 +74,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Writer takes writes; nil makes the views read-only.
 	Writer *writeback.Writer
+	// Unpublished are updates in journals of writers that died, which
+	// read-only views show (with a Writer, they were replayed already).
+	Unpublished *writeback.Overlay
 	// ReadAhead is how many transcoded chunks are prepared ahead of a
 	// reader reading an array's chunks in key order; 0 reads none ahead.
 	ReadAhead int
@@ -105,6 +108,15 @@ type FS struct {
 	temps  temps
 	notify func(Alias)
 	gens   sync.Map // store key -> *atomic.Uint64, see generation
+	// pending are the updates not yet in their shards: the Writer's, or
+	// the Unpublished ones; nil when there are none.
+	pending pendingUpdates
+}
+
+// pendingUpdates are inner chunk updates that their shards do not hold yet.
+type pendingUpdates interface {
+	Lookup(a *zarr.Array, coords []int) (writeback.Pending, bool)
+	PendingShards(a *zarr.Array) map[string]writeback.PendingShard
 }
 
 // New builds the views of h.
@@ -130,6 +142,12 @@ func New(h *zarr.Hierarchy, opts Options) *FS {
 		vnodes:    map[View]map[string]*vnode{},
 		temps:     temps{files: map[string]*tempFile{}},
 		notify:    func(Alias) {},
+	}
+	switch {
+	case opts.Writer != nil:
+		f.pending = opts.Writer
+	case opts.Unpublished != nil:
+		f.pending = opts.Unpublished
 	}
 	if o, ok := h.Store.(store.Opener); ok {
 		f.files = newFileCache(o, 128)

@@ -152,7 +152,7 @@ func (av *arrayView) locate(ctx context.Context, coords []int, fresh bool) (loc 
 	if !nd.Inside(coords, av.grid) {
 		return loc, false, nil
 	}
-	if w := av.fs.opts.Writer; w != nil {
+	if w := av.fs.pending; w != nil {
 		if p, pending := w.Lookup(av.a, coords); pending {
 			if p.Deleted {
 				return loc, false, nil
@@ -203,7 +203,7 @@ func (av *arrayView) stored(ctx context.Context, prefix []int) iter.Seq2[[]int, 
 			per = av.shard.Grid()
 		}
 		var pending map[string]writeback.PendingShard
-		if w := av.fs.opts.Writer; w != nil && av.shard != nil {
+		if w := av.fs.pending; w != nil && av.shard != nil {
 			pending = w.PendingShards(av.a)
 		}
 		// emit yields the inner chunks of one object: those stored (unless

@@ -145,6 +145,17 @@ func TryLock(f *os.File) (bool, error) {
 	return err == nil, err
 }
 
+// Locked reports whether another open file holds an OFD lock on f,
+// without taking one, so a reader that may not write (or must not keep a
+// writer from taking the lock later) can still tell.
+func Locked(f *os.File) (bool, error) {
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0}
+	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_GETLK, &lk); err != nil {
+		return false, err
+	}
+	return lk.Type != unix.F_UNLCK, nil
+}
+
 // iovMax is the most buffers one vectored write takes (Linux's UIO_MAXIOV).
 const iovMax = 1024
 

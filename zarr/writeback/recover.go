@@ -49,9 +49,29 @@ type shardUpdates struct {
 	updates map[int]update
 }
 
-// replay applies one journal: the last record of each inner chunk, unless
-// a marker says it is published (its chunk may have changed since).
+// replay applies one journal into the shards.
 func replay(ctx context.Context, h *zarr.Hierarchy, dir string, logger *slog.Logger) (int, error) {
+	shards, n, err := collect(h, dir, logger)
+	if err != nil {
+		return 0, err
+	}
+	for _, key := range slices.Sorted(maps.Keys(shards)) {
+		su := shards[key]
+		if err := applyShard(ctx, h.Store, su.a, key, su.updates); err != nil {
+			return n, fmt.Errorf("replay into %s: %w", key, err)
+		}
+	}
+	if n > 0 {
+		logger.Info("replayed a journal left by a writer that died", "journal", dir, "records", n, "shards", len(shards))
+	}
+	return n, nil
+}
+
+// collect reads one journal: the last record of each inner chunk, unless a
+// marker says it is published (its chunk may have changed since), by
+// shard, and how many records that is. Records that no longer fit their
+// array are logged and skipped.
+func collect(h *zarr.Hierarchy, dir string, logger *slog.Logger) (map[string]*shardUpdates, int, error) {
 	type chunkKey struct {
 		shard string
 		chunk int
@@ -61,7 +81,7 @@ func replay(ctx context.Context, h *zarr.Hierarchy, dir string, logger *slog.Log
 	published := map[Pos]bool{}
 	for e, err := range readEntries(dir) {
 		if err != nil {
-			return 0, err
+			return nil, 0, err
 		}
 		if e.marker() {
 			for _, p := range e.published {
@@ -83,12 +103,12 @@ func replay(ctx context.Context, h *zarr.Hierarchy, dir string, logger *slog.Log
 		if published[e.pos] {
 			continue
 		}
-		n++
 		a, err := journaledArray(h, e.Record)
 		if err != nil {
 			logger.Warn("journal record skipped", "journal", dir, "key", e.Shard, "error", err)
 			continue
 		}
+		n++
 		su := shards[e.Shard]
 		if su == nil {
 			su = &shardUpdates{a: a, updates: map[int]update{}}
@@ -96,16 +116,7 @@ func replay(ctx context.Context, h *zarr.Hierarchy, dir string, logger *slog.Log
 		}
 		su.updates[e.Chunk] = update{data: e.Data, deleted: e.Delete}
 	}
-	for _, key := range slices.Sorted(maps.Keys(shards)) {
-		su := shards[key]
-		if err := applyShard(ctx, h.Store, su.a, key, su.updates); err != nil {
-			return n, fmt.Errorf("replay into %s: %w", key, err)
-		}
-	}
-	if n > 0 {
-		logger.Info("replayed a journal left by a writer that died", "journal", dir, "records", n, "shards", len(shards))
-	}
-	return n, nil
+	return shards, n, nil
 }
 
 // journaledArray finds the sharded array a record belongs to and checks the

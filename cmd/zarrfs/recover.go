@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/zarrfs/zarrfs/zarr/writeback"
+)
+
+// runRecover publishes the journals of writers that died into the store,
+// as a read-write mount does before serving, without mounting: so that
+// other Zarr implementations reading the store see every acknowledged
+// write.
+func runRecover(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("recover", "STORE", stderr)
+	sf := addStoreFlags(fs)
+	if code, ok := parse(fs, args, 1, 1); !ok {
+		return code
+	}
+	o, err := openNodes(ctx, fs.Arg(0), "", sf, false)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	defer o.store.Close()
+	root, err := journalDir(o.loc, o.store, *sf.journalDir)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	n, err := writeback.Recover(ctx, o.h, root, newLogger(stderr))
+	if err != nil {
+		return fail(stderr, fmt.Errorf("recover: %w (%d updates published)", err, n))
+	}
+	fmt.Fprintf(stdout, "published %d updates from journals of writers that died\n", n)
+	return 0
+}
+
+// newLogger logs at info level to w.
+func newLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, nil))
+}

@@ -1,0 +1,170 @@
+package writeback
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/store"
+)
+
+// JournalInfo describes one journal under a journal root.
+type JournalInfo struct {
+	Dir string
+	// Alive: its writer still runs (it holds the owner lock).
+	Alive bool
+	// Records are the updates it holds that are not yet in their shards,
+	// of Shards (store keys, sorted). Only journals of dead writers are
+	// read.
+	Records int
+	Shards  []string
+}
+
+// Journals lists the journals under root without locking or changing
+// them: a read-only process can call it while writers run.
+func Journals(h *zarr.Hierarchy, root string, logger *slog.Logger) ([]JournalInfo, error) {
+	var out []JournalInfo
+	err := forJournals(root, func(dir string, alive bool) error {
+		info := JournalInfo{Dir: dir, Alive: alive}
+		if !alive {
+			shards, n, err := collect(h, dir, logger)
+			if err != nil {
+				return err
+			}
+			info.Records, info.Shards = n, slices.Sorted(maps.Keys(shards))
+		}
+		out = append(out, info)
+		return nil
+	})
+	return out, err
+}
+
+// forJournals calls fn for every journal directory under root, telling
+// whether its writer is alive.
+func forJournals(root string, fn func(dir string, alive bool) error) error {
+	entries, err := os.ReadDir(root)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("journals in %s: %w", root, err)
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(root, e.Name())
+		owner, err := os.Open(filepath.Join(dir, ownerFile))
+		if errors.Is(err, os.ErrNotExist) {
+			continue // being created
+		}
+		if err != nil {
+			return fmt.Errorf("journal %s: %w", dir, err)
+		}
+		alive, err := store.Locked(owner)
+		owner.Close()
+		if err != nil {
+			return fmt.Errorf("journal %s: %w", dir, err)
+		}
+		if err := fn(dir, alive); err != nil {
+			return fmt.Errorf("journal %s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// Overlay holds the unpublished updates of journals whose writers died,
+// for read-only views: readers see every acknowledged write although the
+// shards do not hold it yet.
+type Overlay struct {
+	mu     sync.Mutex
+	shards map[string]*shardUpdates
+	seq    map[string]map[int]uint64 // versions of the updates, for caches
+	time   time.Time
+}
+
+// LoadOverlay reads the journals of dead writers under root. It returns
+// nil when they hold no unpublished update.
+func LoadOverlay(h *zarr.Hierarchy, root string, logger *slog.Logger) (*Overlay, []JournalInfo, error) {
+	o := &Overlay{shards: map[string]*shardUpdates{}, seq: map[string]map[int]uint64{}, time: time.Now()}
+	var infos []JournalInfo
+	var seq uint64
+	err := forJournals(root, func(dir string, alive bool) error {
+		info := JournalInfo{Dir: dir, Alive: alive}
+		defer func() { infos = append(infos, info) }()
+		if alive {
+			return nil
+		}
+		shards, n, err := collect(h, dir, logger)
+		if err != nil {
+			return err
+		}
+		info.Records, info.Shards = n, slices.Sorted(maps.Keys(shards))
+		// Journals are read in name order; a later journal's update of
+		// the same chunk wins, as a replay in that order would publish it.
+		for key, su := range shards {
+			dst := o.shards[key]
+			if dst == nil {
+				dst = &shardUpdates{a: su.a, updates: map[int]update{}}
+				o.shards[key], o.seq[key] = dst, map[int]uint64{}
+			}
+			for i, up := range su.updates {
+				seq++
+				dst.updates[i], o.seq[key][i] = up, seq
+			}
+		}
+		return nil
+	})
+	if err != nil || len(o.shards) == 0 {
+		return nil, infos, err
+	}
+	return o, infos, nil
+}
+
+// Lookup returns the unpublished update of the inner chunk at inner grid
+// coordinates of a, if there is one.
+func (o *Overlay) Lookup(a *zarr.Array, coords []int) (Pending, bool) {
+	shard, local := a.InnerChunk(coords)
+	key := a.ChunkKey(shard)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	su := o.shards[key]
+	if su == nil || su.a.Path != a.Path {
+		return Pending{}, false
+	}
+	up, ok := su.updates[local]
+	if !ok {
+		return Pending{}, false
+	}
+	return Pending{Data: up.data, Deleted: up.deleted, Seq: o.seq[key][local], Time: o.time}, true
+}
+
+// PendingShards is Writer.PendingShards for the overlay.
+func (o *Overlay) PendingShards(a *zarr.Array) map[string]PendingShard {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := map[string]PendingShard{}
+	for key, su := range o.shards {
+		if su.a.Path != a.Path {
+			continue
+		}
+		chunks := make(map[int]bool, len(su.updates))
+		for i, up := range su.updates {
+			chunks[i] = up.deleted
+		}
+		prefix := a.Path
+		if prefix != "" {
+			prefix += "/"
+		}
+		coords, _ := a.ParseChunkKey(key[len(prefix):])
+		out[key] = PendingShard{Coords: coords, Deleted: chunks}
+	}
+	return out
+}
