@@ -24,6 +24,7 @@ func (f *FS) writeDoc(ctx context.Context, vn *vnode, v View, name string, conte
 	case v == V2 && name == zarr.ZAttrs:
 		parsed, err := meta.ParseZattrs(content)
 		if err != nil {
+			f.logOnce(ctx, joinPath(n.Path, name), "metadata edit refused: not a JSON object", "error", err)
 			return fmt.Errorf("%w: %s: %v", ErrInvalid, joinPath(n.Path, name), err)
 		}
 		f.meta.RLock() // attribute edits change the node

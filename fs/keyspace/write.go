@@ -8,12 +8,14 @@ import (
 	"io"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/meta"
 )
 
 // Bounds on buffered writes, so a runaway writer gets EFBIG rather than
@@ -314,6 +316,54 @@ func (d *Dir) chunkAt(name string) (av *arrayView, coords []int, ok bool) {
 	return av, append(slices.Clone(d.prefix), c), true
 }
 
+// misplacedChunk explains why name, which is not a chunk of the directory's
+// array, still reads as a chunk key (decimal coordinates): it lies outside
+// the grid or has the wrong number of dimensions. Such a file would be
+// taken for a temporary file and vanish at unmount, so it is refused.
+func (d *Dir) misplacedChunk(name string) error {
+	av := d.arr
+	if d.node != nil {
+		av = d.node.arr
+	}
+	if av == nil || len(av.grid) == 0 {
+		return nil
+	}
+	var parts []string
+	if nested, _ := av.nested(); nested {
+		if d.node != nil {
+			return nil // the key directory's name is here, not chunks
+		}
+		parts = []string{name}
+		if d.depth != len(av.grid)-1 {
+			return decimalKey(parts, fmt.Sprintf("a chunk file at depth %d of a %d-dimensional array's key directories", d.depth+1, len(av.grid)))
+		}
+	} else {
+		key := name
+		if av.keys.Name == meta.KeyEncodingDefault {
+			var ok bool
+			if key, ok = strings.CutPrefix(name, "c"+av.keys.Separator); !ok {
+				return nil
+			}
+		}
+		parts = strings.Split(key, av.keys.Separator)
+		if len(parts) != len(av.grid) {
+			return decimalKey(parts, fmt.Sprintf("%d coordinates for a %d-dimensional array", len(parts), len(av.grid)))
+		}
+	}
+	return decimalKey(parts, fmt.Sprintf("outside the chunk grid %v", av.grid))
+}
+
+// decimalKey returns an ErrInvalid saying why, when every part is a
+// decimal number (the name reads as a chunk key).
+func decimalKey(parts []string, why string) error {
+	for _, p := range parts {
+		if _, err := strconv.ParseUint(p, 10, 63); err != nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: not a chunk of this array: %s", ErrInvalid, why)
+}
+
 func insideGrid(c, grid []int) bool {
 	for i := range c {
 		if c[i] < 0 || c[i] >= grid[i] {
@@ -342,6 +392,10 @@ func (d *Dir) Create(ctx context.Context, name string, exclusive bool) (Entry, *
 		if exclusive || e.Dir != nil || e.File.temp == nil {
 			return Entry{}, nil, ErrExists
 		}
+	}
+	if err := d.misplacedChunk(name); err != nil {
+		d.fs.logOnce(ctx, p, "create refused: the name reads as a chunk key but names no chunk of the array", "error", err)
+		return Entry{}, nil, fmt.Errorf("%s: %w", p, err)
 	}
 	t := &tempFile{mtime: time.Now()}
 	d.fs.temps.mu.Lock()
@@ -423,6 +477,9 @@ func (d *Dir) Rename(ctx context.Context, name string, to *Dir, newName string) 
 		}
 	} else if err == nil && e.Dir != nil {
 		return fmt.Errorf("%w: %s is a directory", ErrExists, dst)
+	} else if err := to.misplacedChunk(newName); err != nil {
+		d.fs.logOnce(ctx, dst, "rename refused: the name reads as a chunk key but names no chunk of the array", "error", err)
+		return fmt.Errorf("%s: %w", dst, err)
 	} else {
 		d.fs.temps.mu.Lock()
 		d.fs.temps.files[tempKey(to.view, dst)] = t

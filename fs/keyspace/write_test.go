@@ -405,3 +405,46 @@ func TestConcurrentUse(t *testing.T) {
 		t.Fatalf(".zattrs after the edits: %v, %v; want the last round of either writer", attrs, err)
 	}
 }
+
+// TestMisplacedChunkNames: names that read as chunk keys of an array but
+// lie outside its grid or have the wrong number of dimensions are refused
+// at create and as rename targets (they would otherwise become temporary
+// files and vanish at unmount); other names still make temporary files.
+func TestMisplacedChunkNames(t *testing.T) {
+	f, _, dir := writableFS(t)
+	ctx := context.Background()
+	before := snapshot(t, dir)
+	v2 := lookupDir(t, f.Root(keyspace.V2), "uint16_zstd_end") // 2-D
+	v3 := lookupDir(t, lookupDir(t, f.Root(keyspace.V3), "uint16_zstd_end"), "c")
+	v3row := lookupDir(t, v3, "0")
+	for _, c := range []struct {
+		d    *keyspace.Dir
+		name string
+	}{
+		{v2, "99.99"}, {v2, "0.0.0"}, {v2, "7"}, {v3row, "99"}, {v3, "99"},
+	} {
+		if _, _, err := c.d.Create(ctx, c.name, false); !errors.Is(err, keyspace.ErrInvalid) {
+			t.Errorf("create %s/%s: %v, want ErrInvalid", c.d, c.name, err)
+		}
+		if _, err := c.d.Lookup(ctx, c.name); !errors.Is(err, keyspace.ErrNotFound) {
+			t.Errorf("%s/%s exists after a refused create: %v", c.d, c.name, err)
+		}
+	}
+	for _, name := range []string{".0.0.tmp", "notes.txt", "0.0.swp"} {
+		_, h, err := v2.Create(ctx, name, false)
+		if err != nil {
+			t.Errorf("create %s: %v; want a temporary file", name, err)
+			continue
+		}
+		h.WriteAt([]byte("x"), 0)
+		if err := h.Commit(ctx); err != nil {
+			t.Errorf("commit %s: %v", name, err)
+		}
+	}
+	if err := v2.Rename(ctx, "notes.txt", v2, "12.0"); !errors.Is(err, keyspace.ErrInvalid) {
+		t.Errorf("rename onto an out-of-grid chunk name: %v, want ErrInvalid", err)
+	}
+	if after := snapshot(t, dir); !maps(before, after) {
+		t.Fatal("refused names changed the store")
+	}
+}
