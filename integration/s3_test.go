@@ -139,6 +139,33 @@ func TestS3Reads(t *testing.T) {
 	if again["ranged GET"] != 0 || again["GET"] != 0 || again["HEAD"] != 0 {
 		t.Errorf("a re-read fetched again: %v", again)
 	}
+	// Every chunk file of the array in key order, as cat would: one index
+	// GET per shard and one ranged GET per run of adjacent chunks, which
+	// for these small shards is one per shard.
+	shards := 0
+	for _, err := range a.StoredChunks(t.Context()) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		shards++
+	}
+	files := 0
+	err := filepath.WalkDir(filepath.Join(m.Dir, "v3", a.Path, "c"), func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		files++
+		_, err = os.ReadFile(p)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := counter.take()
+	t.Logf("reading the %d chunk files of %s (%d shards): %v", files, a.Path, shards, all)
+	if all["suffix GET"] > shards || all["ranged GET"] > shards || all["HEAD"] > 0 || all["GET"] > 0 {
+		t.Errorf("reading %d chunk files of %d shards sent %v; want at most one suffix GET and one ranged GET per shard", files, shards, all)
+	}
 	checkOracles(t, o, m.Dir, m.Log(), generatedDigests(arrays))
 	t.Logf("reading every array through both views: %v", counter.take())
 }

@@ -207,21 +207,16 @@ func (f *File) open(ctx context.Context, fresh bool) (*Handle, error) {
 }
 
 // readStored reads a chunk's stored bytes: from an open shard file, or
-// with one ranged read tied to the shard's generation (errStale when the
-// shard was replaced since its index was read).
+// by ranges tied to the shard's generation (errStale when the shard was
+// replaced since its index was read; see readRange).
 func (av *arrayView) readStored(ctx context.Context, loc location) ([]byte, error) {
 	if loc.data != nil {
 		return loc.data, nil
 	}
-	b := make([]byte, loc.n)
 	if av.fs.files == nil {
-		av.fs.counts.rangeReads.Add(1)
-		err := av.fs.store.ReadAt(ctx, loc.key, loc.gen, b, loc.off)
-		if errors.Is(err, store.ErrPrecondition) {
-			return nil, errStale
-		}
-		return b, err
+		return av.readRange(ctx, loc)
 	}
+	b := make([]byte, loc.n)
 	file, release, err := av.fs.files.acquire(ctx, loc.key, loc.gen)
 	if err != nil {
 		return nil, err

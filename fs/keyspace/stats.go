@@ -19,6 +19,9 @@ type Stats struct {
 	// RangeReads counts chunks read by range from a store that does not
 	// open files (object stores), each one request.
 	RangeReads uint64 `json:"range_reads"`
+	// Coalesced counts chunks fetched along with another one, in the same
+	// ranged read, ahead of their readers.
+	Coalesced uint64 `json:"coalesced"`
 	// Transcodes counts chunks re-encoded for a view, the misses of the
 	// cache of transcoded chunks.
 	Transcodes uint64 `json:"transcodes"`
@@ -42,7 +45,7 @@ type Served struct {
 
 // counters are the live counters behind Stats.
 type counters struct {
-	indexLoads, transcodes, rangeReads               atomic.Uint64
+	indexLoads, transcodes, rangeReads, coalesced    atomic.Uint64
 	passThroughBytes, transcodedBytes, metadataBytes atomic.Uint64
 }
 
@@ -57,6 +60,7 @@ func (f *FS) Stats() Stats {
 		IndexLoads: f.counts.indexLoads.Load(),
 		ShardOpens: opens,
 		RangeReads: f.counts.rangeReads.Load(),
+		Coalesced:  f.counts.coalesced.Load(),
 		Transcodes: f.counts.transcodes.Load(),
 		ReadAhead:  f.readAhead.ahead.Load(),
 		Served: Served{
