@@ -9,12 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 
 	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/store"
+	"github.com/zarrfs/zarrfs/zarr/store/requests"
 	"github.com/zarrfs/zarrfs/zarr/store/s3store/s3test"
 	"github.com/zarrfs/zarrfs/zarr/zarrtest"
 )
@@ -24,19 +24,7 @@ import (
 type requestCounter struct {
 	mu     sync.Mutex
 	counts map[string]int
-}
-
-// kind names a request: ranged GET, suffix GET, GET, HEAD, LIST, PUT, DELETE.
-func kind(r *http.Request) string {
-	switch {
-	case r.Method == http.MethodGet && r.URL.Query().Has("list-type"):
-		return "LIST"
-	case r.Method == http.MethodGet && strings.HasPrefix(r.Header.Get("Range"), "bytes=-"):
-		return "suffix GET"
-	case r.Method == http.MethodGet && r.Header.Get("Range") != "":
-		return "ranged GET"
-	}
-	return r.Method
+	total  map[string]int
 }
 
 func (c *requestCounter) take() map[string]int {
@@ -53,11 +41,12 @@ func countingProxy(t *testing.T, srv *s3test.Server) (string, *requestCounter) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &requestCounter{counts: map[string]int{}}
+	c := &requestCounter{counts: map[string]int{}, total: map[string]int{}}
 	rp := httputil.NewSingleHostReverseProxy(target)
 	p := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c.mu.Lock()
-		c.counts[kind(r)]++
+		c.counts[requests.Kind(r)]++
+		c.total[requests.Kind(r)]++
 		c.mu.Unlock()
 		rp.ServeHTTP(w, r)
 	}))
@@ -168,6 +157,19 @@ func TestS3Reads(t *testing.T) {
 	}
 	checkOracles(t, o, m.Dir, m.Log(), generatedDigests(arrays))
 	t.Logf("reading every array through both views: %v", counter.take())
+	// The mount's own counts agree with what the server was sent.
+	st := readStats(t, m.Dir)
+	t.Logf("MNT/.zarrfs/stats: requests %v, %d chunks coalesced", st.Requests, st.Coalesced)
+	counter.mu.Lock()
+	defer counter.mu.Unlock()
+	for _, k := range []string{"suffix GET", "ranged GET", "HEAD", "LIST", "GET"} {
+		if st.Requests[k] != uint64(counter.total[k]) {
+			t.Errorf("the stats file counts %d %s requests, the server got %d", st.Requests[k], k, counter.total[k])
+		}
+	}
+	if st.Requests["bytes fetched"] == 0 || st.Coalesced == 0 {
+		t.Errorf("the stats file counts %d bytes fetched and %d chunks coalesced", st.Requests["bytes fetched"], st.Coalesced)
+	}
 }
 
 // TestS3ZarrPythonWrites: zarr-python 2.13 writes regions through the v2

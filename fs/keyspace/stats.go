@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/zarrfs/zarrfs/cache"
+	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
 // Stats are the key spaces' counters since they were built: what the
@@ -22,6 +23,10 @@ type Stats struct {
 	// Coalesced counts chunks fetched along with another one, in the same
 	// ranged read, ahead of their readers.
 	Coalesced uint64 `json:"coalesced"`
+	// Requests counts a remote store's requests by kind (ranged GET,
+	// suffix GET, HEAD, LIST, PUT, DELETE) and what came of them (bytes
+	// fetched, failed and retried, precondition failed, not modified).
+	Requests map[string]uint64 `json:"requests,omitempty"`
 	// Transcodes counts chunks re-encoded for a view, the misses of the
 	// cache of transcoded chunks.
 	Transcodes uint64 `json:"transcodes"`
@@ -61,6 +66,7 @@ func (f *FS) Stats() Stats {
 		ShardOpens: opens,
 		RangeReads: f.counts.rangeReads.Load(),
 		Coalesced:  f.counts.coalesced.Load(),
+		Requests:   requestCounts(f.store),
 		Transcodes: f.counts.transcodes.Load(),
 		ReadAhead:  f.readAhead.ahead.Load(),
 		Served: Served{
@@ -69,4 +75,12 @@ func (f *FS) Stats() Stats {
 			MetadataBytes:    f.counts.metadataBytes.Load(),
 		},
 	}
+}
+
+// requestCounts are the request counts of a store that keeps them.
+func requestCounts(s store.Store) map[string]uint64 {
+	if c, ok := s.(interface{ Requests() map[string]uint64 }); ok {
+		return c.Requests()
+	}
+	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/zarrfs/zarrfs/zarr/store"
+	"github.com/zarrfs/zarrfs/zarr/store/requests"
 )
 
 // Options tune requests.
@@ -32,12 +33,16 @@ type Options struct {
 
 // Store is the tree of values below a base URL.
 type Store struct {
-	client *http.Client
-	base   string // ending in '/'
-	opts   Options
+	client   *http.Client
+	base     string // ending in '/'
+	opts     Options
+	requests *requests.Counter
 }
 
 var _ store.Store = (*Store)(nil)
+
+// Requests counts the requests sent, by kind.
+func (s *Store) Requests() map[string]uint64 { return s.requests.Counts() }
 
 // Open returns the store below base (http:// or https://). It sends no
 // request.
@@ -58,7 +63,8 @@ func Open(base string, opts Options) (*Store, error) {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = opts.Concurrency
 	t.ResponseHeaderTimeout = time.Minute
-	return &Store{client: &http.Client{Transport: t}, base: strings.TrimSuffix(base, "/") + "/", opts: opts}, nil
+	counter := requests.NewCounter(t)
+	return &Store{client: &http.Client{Transport: counter}, base: strings.TrimSuffix(base, "/") + "/", opts: opts, requests: counter}, nil
 }
 
 // String is the base URL.

@@ -24,6 +24,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/zarrfs/zarrfs/zarr/store"
+	"github.com/zarrfs/zarrfs/zarr/store/requests"
 )
 
 // Options say how to reach the bucket. Credentials, region and endpoint
@@ -51,9 +52,13 @@ type Store struct {
 	bucket   string
 	prefix   string // "" or ending in '/'
 	readOnly bool
+	requests *requests.Counter
 }
 
 var _ store.Store = (*Store)(nil)
+
+// Requests counts the requests sent, by kind.
+func (s *Store) Requests() map[string]uint64 { return s.requests.Counts() }
 
 // Open opens the store at s3://bucket/prefix. It sends no request.
 func Open(ctx context.Context, bucket, prefix string, opts Options) (*Store, error) {
@@ -69,14 +74,13 @@ func Open(ctx context.Context, bucket, prefix string, opts Options) (*Store, err
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 32
 	}
-	httpClient := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
-		// Go keeps 2 idle connections per host by default: with more
-		// requests in flight, connections would be reopened constantly.
-		t.MaxIdleConnsPerHost = opts.Concurrency
-		t.ResponseHeaderTimeout = time.Minute
-	})
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	// Go keeps 2 idle connections per host by default: with more requests
+	// in flight, connections would be reopened constantly.
+	t.MaxIdleConnsPerHost = opts.Concurrency
+	t.ResponseHeaderTimeout = time.Minute
+	counter := requests.NewCounter(t)
 	loads := []func(*config.LoadOptions) error{
-		config.WithHTTPClient(httpClient),
 		config.WithRetryer(func() aws.Retryer {
 			return retry.NewStandard(func(o *retry.StandardOptions) {
 				o.MaxAttempts = opts.MaxAttempts
@@ -99,6 +103,7 @@ func Open(ctx context.Context, bucket, prefix string, opts Options) (*Store, err
 			o.BaseEndpoint = aws.String(opts.Endpoint)
 		}
 		o.UsePathStyle = opts.PathStyle
+		o.HTTPClient = &http.Client{Transport: counter}
 		// Servers other than AWS may not know the newer checksums.
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
@@ -110,7 +115,7 @@ func Open(ctx context.Context, bucket, prefix string, opts Options) (*Store, err
 		}
 		prefix += "/"
 	}
-	return &Store{client: client, bucket: bucket, prefix: prefix, readOnly: opts.ReadOnly}, nil
+	return &Store{client: client, bucket: bucket, prefix: prefix, readOnly: opts.ReadOnly, requests: counter}, nil
 }
 
 // String is the store's URL.

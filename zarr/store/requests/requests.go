@@ -1,0 +1,68 @@
+// Package requests counts the HTTP requests a remote store sends, by
+// kind, for the mount's statistics.
+package requests
+
+import (
+	"net/http"
+	"strings"
+	"sync"
+)
+
+// Counter is an http.RoundTripper that counts what passes through it.
+type Counter struct {
+	next   http.RoundTripper
+	mu     sync.Mutex
+	counts map[string]uint64
+}
+
+// NewCounter counts the requests sent through next.
+func NewCounter(next http.RoundTripper) *Counter {
+	return &Counter{next: next, counts: map[string]uint64{}}
+}
+
+// Kind names a request: "ranged GET", "suffix GET", "GET", "HEAD",
+// "LIST", "PUT", "DELETE".
+func Kind(r *http.Request) string {
+	switch {
+	case r.Method == http.MethodGet && r.URL.Query().Has("list-type"):
+		return "LIST"
+	case r.Method == http.MethodGet && strings.HasPrefix(r.Header.Get("Range"), "bytes=-"):
+		return "suffix GET"
+	case r.Method == http.MethodGet && r.Header.Get("Range") != "":
+		return "ranged GET"
+	}
+	return r.Method
+}
+
+// RoundTrip counts the request, then what came of it: "bytes fetched"
+// (response bodies as announced), "failed" (errors, 5xx and 429, which
+// are retried), "precondition failed" (412) and "not modified" (304).
+func (c *Counter) RoundTrip(r *http.Request) (*http.Response, error) {
+	kind := Kind(r)
+	resp, err := c.next.RoundTrip(r)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.counts[kind]++
+	switch {
+	case err != nil || resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
+		c.counts["failed"]++
+	case resp.StatusCode == http.StatusPreconditionFailed:
+		c.counts["precondition failed"]++
+	case resp.StatusCode == http.StatusNotModified:
+		c.counts["not modified"]++
+	case r.Method == http.MethodGet && resp.ContentLength > 0:
+		c.counts["bytes fetched"] += uint64(resp.ContentLength)
+	}
+	return resp, err
+}
+
+// Counts returns a copy of the counts.
+func (c *Counter) Counts() map[string]uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]uint64, len(c.counts))
+	for k, v := range c.counts {
+		out[k] = v
+	}
+	return out
+}
