@@ -1,6 +1,7 @@
 package integration_test
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -9,10 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
+	"github.com/zarrfs/zarrfs/integration"
 	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/nd"
 	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/store/requests"
 	"github.com/zarrfs/zarrfs/zarr/store/s3store/s3test"
@@ -43,6 +47,15 @@ func countingProxy(t *testing.T, srv *s3test.Server) (string, *requestCounter) {
 	}
 	c := &requestCounter{counts: map[string]int{}, total: map[string]int{}}
 	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.ModifyResponse = func(resp *http.Response) error {
+		if resp.StatusCode == http.StatusPreconditionFailed {
+			c.mu.Lock()
+			c.counts["412"]++
+			c.total["412"]++
+			c.mu.Unlock()
+		}
+		return nil
+	}
 	p := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c.mu.Lock()
 		c.counts[requests.Kind(r)]++
@@ -206,4 +219,76 @@ func TestS3ZarrPythonWrites(t *testing.T) {
 	got := t.TempDir()
 	srv.Download(t, "zarr", "w", got)
 	w.check(t, o, got)
+}
+
+// TestS3TwoMounts: two read-write mounts of one bucket, as on two
+// machines, write disjoint inner chunks of the same shards at once; each
+// publishes whole shards with conditional PUTs, re-reading when the other
+// won, so that after both unmount the bucket holds every write of both.
+func TestS3TwoMounts(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.Bucket(t, "zarr")
+	dir, _ := writeStore(t)
+	srv.Upload(t, dir, "zarr", "two")
+	endpoint, counter := countingProxy(t, srv)
+	useS3(t, srv, endpoint)
+	a := storeArray(t, dir, "int32_raw_3d") // raw inner chunks: any bytes of the right size
+	size := 4 * nd.Size(a.Sharding().ChunkShape())
+	var coords [][]int
+	grid := a.InnerGrid()
+	for c := make([]int, len(grid)); ; {
+		coords = append(coords, slices.Clone(c))
+		if !nd.Next(c, grid) {
+			break
+		}
+	}
+	content := func(mount, i int) []byte {
+		return bytes.Repeat([]byte{byte(mount + 1), byte(i), byte(i >> 8), 0xa5}, size/4)
+	}
+	mounts := []*integration.Mount{
+		mount(t, "s3://zarr/two", "--s3-path-style", "--journal-dir", t.TempDir()),
+		mount(t, "s3://zarr/two", "--s3-path-style", "--journal-dir", t.TempDir()),
+	}
+	var wg sync.WaitGroup
+	for k, m := range mounts {
+		wg.Go(func() {
+			for i, c := range coords {
+				if i%2 != k {
+					continue
+				}
+				p := filepath.Join(m.Dir, "v3", a.Path, keyIn(a, "v3", c))
+				if err := os.WriteFile(p, content(k, i), 0o644); err != nil {
+					t.Errorf("mount %d: write %s: %v", k, p, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// Both publish what they hold as they unmount, at once, so that their
+	// conditional PUTs race.
+	for _, m := range mounts {
+		wg.Go(func() {
+			if err := m.Stop(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d inner chunks written by two mounts; requests: %v", len(coords), counter.take())
+	got := t.TempDir()
+	srv.Download(t, "zarr", "two", got)
+	lost := 0
+	for i, c := range coords {
+		b, ok := storedInner(t, got, a, c)
+		if !ok || !bytes.Equal(b, content(i%2, i)) {
+			lost++
+			if lost <= 5 {
+				t.Errorf("inner chunk %v does not hold what mount %d wrote", c, i%2)
+			}
+		}
+	}
+	if lost > 0 {
+		t.Errorf("%d of %d writes lost", lost, len(coords))
+	}
 }
