@@ -2,13 +2,18 @@ package integration_test
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/nd"
 	"github.com/zarrfs/zarrfs/zarr/zarrtest"
 )
 
@@ -70,5 +75,71 @@ func TestHTTPReads(t *testing.T) {
 	got := o.ZarrPythonAll(t, filepath.Join(single.Dir, "v2"))
 	if r := got[""]; r.SHA256 != one.Digest {
 		t.Errorf("a mount of %s/%s: zarr-python read %+v, want digest %s\n%s", srv.URL, one.Path, got, one.Digest, single.Log())
+	}
+}
+
+// TestHTTPFaults puts failures between the mount and the web server:
+// every third request answered 503 (retried: reads succeed), and one
+// shard that always answers 500 (its chunk files fail with EIO, the
+// others read; nothing hangs and the mount unmounts cleanly).
+func TestHTTPFaults(t *testing.T) {
+	dir := t.TempDir()
+	arrays := zarrtest.WriteV3Store(t, dir)
+	consolidate(t, dir)
+	h := openView(t, dir)
+	var a *zarr.Array
+	for _, g := range arrays {
+		if n, _ := h.Node(g.Path); g.Sharded && n.Array.Sharding() != nil && len(n.Array.Shape) == 2 {
+			a = n.Array
+			break
+		}
+	}
+	if a == nil {
+		t.Fatal("no 2-D sharded array")
+	}
+	broken := "/" + a.ChunkKey(make([]int, len(a.Shape)))
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == broken:
+			http.Error(w, "broken", http.StatusInternalServerError)
+		case n.Add(1)%3 == 0:
+			http.Error(w, "slow down", http.StatusServiceUnavailable)
+		default:
+			http.FileServer(http.Dir(dir)).ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	m := mount(t, srv.URL+"/", "--ro", "--remote-attempts", "4")
+	bad, good := 0, 0
+	grid := a.InnerGrid()
+	for c := make([]int, len(grid)); ; {
+		if _, stored := storedInner(t, dir, a, c); stored {
+			p := filepath.Join(m.Dir, "v3", a.Path, keyIn(a, "v3", c))
+			shard, _ := a.InnerChunk(c)
+			_, err := os.ReadFile(p)
+			switch {
+			case "/"+a.ChunkKey(shard) != broken:
+				good++
+				if err != nil {
+					t.Errorf("%s: %v", p, err)
+				}
+			case bad < 2:
+				bad++
+				if !errors.Is(err, syscall.EIO) {
+					t.Errorf("%s of the failing shard: %v, want EIO", p, err)
+				}
+			}
+		}
+		if !nd.Next(c, grid) {
+			break
+		}
+	}
+	t.Logf("%d chunk files read through 503s, %d of the failing shard gave EIO", good, bad)
+	if !strings.Contains(m.Log(), "HTTP 500") {
+		t.Errorf("the log does not name the failing status:\n%s", m.Log())
+	}
+	if err := m.Stop(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -22,6 +22,7 @@ import (
 // storeFlags are the flags that say how to reach a remote store.
 type storeFlags struct {
 	journalDir  *string
+	attempts    *int
 	s3Endpoint  *string
 	s3PathStyle *bool
 	s3Anonymous *bool
@@ -29,6 +30,7 @@ type storeFlags struct {
 
 func addStoreFlags(fs *flag.FlagSet) storeFlags {
 	return storeFlags{
+		attempts:    fs.Int("remote-attempts", 8, "tries of one request to a remote store on 5xx, throttling and dropped connections, with backoff and jitter"),
 		journalDir:  fs.String("journal-dir", "", "where mounts of remote stores journal writes (default: $XDG_STATE_HOME/zarrfs/journals, one directory per store URL)"),
 		s3Endpoint:  fs.String("s3-endpoint", "", "S3 endpoint URL for s3:// stores (default: AWS_ENDPOINT_URL, else AWS)"),
 		s3PathStyle: fs.Bool("s3-path-style", false, "address S3 buckets in the path (most servers other than AWS need it)"),
@@ -80,10 +82,11 @@ func (l storeLocation) open(ctx context.Context, sf storeFlags, readOnly bool) (
 	case !l.remote():
 		return store.OpenDir(l.dir, readOnly)
 	case l.web != "":
-		return httpstore.Open(l.web, httpstore.Options{})
+		return httpstore.Open(l.web, httpstore.Options{MaxAttempts: *sf.attempts})
 	}
 	return s3store.Open(ctx, l.bucket, l.prefix, s3store.Options{
 		Endpoint: *sf.s3Endpoint, PathStyle: *sf.s3PathStyle, Anonymous: *sf.s3Anonymous, ReadOnly: readOnly,
+		MaxAttempts: *sf.attempts,
 	})
 }
 

@@ -104,7 +104,9 @@ func (av *arrayView) loadObject(ctx context.Context, key string, prev *objectSta
 	case errors.Is(err, store.ErrNotFound) && prev != nil && !prev.exists && prev.err == nil:
 		return unchanged()
 	case err != nil && !errors.Is(err, sharding.ErrInvalidIndex):
-		s.err = ignoreNotFound(err)
+		if s.err = ignoreNotFound(err); s.err != nil {
+			av.fs.logOnce(ctx, key, "shard index unreadable: its inner chunks give EIO until it reads", "error", s.err)
+		}
 		return s
 	}
 	av.fs.counts.indexLoads.Add(1)
