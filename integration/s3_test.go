@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -290,5 +291,65 @@ func TestS3TwoMounts(t *testing.T) {
 	}
 	if lost > 0 {
 		t.Errorf("%d of %d writes lost", lost, len(coords))
+	}
+}
+
+// TestS3Crash kills an s3:// mount with SIGKILL right after its writes
+// returned, before it publishes them: `zarrfs check` names the journal it
+// left on local disk (exit 1), a --ro mount shows the writes, and `zarrfs
+// recover` publishes them into the bucket.
+func TestS3Crash(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.Bucket(t, "zarr")
+	dir, _ := writeStore(t)
+	srv.Upload(t, dir, "zarr", "crash")
+	useS3(t, srv, srv.Endpoint)
+	a := storeArray(t, dir, "int32_raw_3d")
+	size := 4 * nd.Size(a.Sharding().ChunkShape())
+	journals := t.TempDir()
+	url := "s3://zarr/crash"
+	m := mount(t, url, "--s3-path-style", "--journal-dir", journals)
+	var coords [][]int
+	grid := a.InnerGrid()
+	for c := make([]int, len(grid)); len(coords) < 6; {
+		coords = append(coords, slices.Clone(c))
+		if !nd.Next(c, grid) {
+			break
+		}
+	}
+	content := func(i int) []byte { return bytes.Repeat([]byte{0x5c, byte(i), 0, 1}, size/4) }
+	for i, c := range coords {
+		if err := os.WriteFile(filepath.Join(m.Dir, "v3", a.Path, keyIn(a, "v3", c)), content(i), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.Kill()
+	args := []string{"--s3-path-style", "--journal-dir", journals, url}
+	out, err := exec.Command(zarrfsBin, append([]string{"check"}, args...)...).CombinedOutput()
+	if !isExit(err, 1) || !strings.Contains(string(out), "UNPUBLISHED ") {
+		t.Errorf("zarrfs check after the kill: %v, want exit 1 naming the journal\n%s", err, out)
+	}
+	ro := mount(t, url, "--ro", "--s3-path-style", "--journal-dir", journals)
+	for i, c := range coords {
+		b, err := os.ReadFile(filepath.Join(ro.Dir, "v3", a.Path, keyIn(a, "v3", c)))
+		if err != nil || !bytes.Equal(b, content(i)) {
+			t.Errorf("the --ro mount shows %v of inner chunk %v, not the acknowledged write (%v)", b[:min(len(b), 4)], c, err)
+		}
+	}
+	if err := ro.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(zarrfsBin, append([]string{"recover"}, args...)...).CombinedOutput(); err != nil {
+		t.Fatalf("zarrfs recover: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(zarrfsBin, append([]string{"check"}, args...)...).CombinedOutput(); err != nil {
+		t.Errorf("zarrfs check after recover: %v\n%s", err, out)
+	}
+	got := t.TempDir()
+	srv.Download(t, "zarr", "crash", got)
+	for i, c := range coords {
+		if b, ok := storedInner(t, got, a, c); !ok || !bytes.Equal(b, content(i)) {
+			t.Errorf("the bucket does not hold the write of inner chunk %v after recover", c)
+		}
 	}
 }
