@@ -30,6 +30,9 @@ type storedRange struct{ off, n int64 }
 // fetching the run of chunks that starts with it unless it is cached.
 func (av *arrayView) readRange(ctx context.Context, loc location) ([]byte, error) {
 	f := av.fs
+	// Other readers wait for this load: one reader's interrupted request
+	// must not fail theirs.
+	ctx = context.WithoutCancel(ctx)
 	v, err := f.cache.GetOrLoad(rangeKey(loc.key, loc.gen, loc.off), func() (any, int64, error) {
 		run := av.run(ctx, loc)
 		start, last := run[0].off, run[len(run)-1]

@@ -50,7 +50,9 @@ func (av *arrayView) object(ctx context.Context, key string, fresh bool) (*objec
 	loaded := false
 	load := func() (any, int64, error) {
 		loaded = true
-		s := av.loadObject(ctx, key, nil)
+		// Other callers wait for this load and the state is cached: one
+		// caller's interrupted request must not fail theirs or be cached.
+		s := av.loadObject(context.WithoutCancel(ctx), key, nil)
 		return s, s.size(), nil
 	}
 	v, err := f.cache.GetOrLoad(cacheKey, load)

@@ -17,6 +17,7 @@ import (
 // rewritten shard is transcoded afresh.
 func (av *arrayView) transcoded(ctx context.Context, coords []int, loc location) ([]byte, error) {
 	f := av.fs
+	ctx = context.WithoutCancel(ctx) // shared by the readers waiting for it
 	v, err := f.cache.GetOrLoad(av.transcodeKey(coords, loc.gen), func() (any, int64, error) {
 		stored, err := av.readStored(ctx, loc)
 		if err != nil {
