@@ -91,6 +91,7 @@ type FS struct {
 	// files keeps shard files open on stores that open values (local
 	// directories); on others chunks are read by range (nil).
 	files  *fileCache
+	lists  listings
 	counts counters
 	// readAhead prepares transcoded chunks ahead of sequential readers.
 	readAhead *readAhead

@@ -130,6 +130,7 @@ func (f *FS) generation(key string) *atomic.Uint64 {
 func (f *FS) ShardPublished(key string) {
 	f.generation(key).Add(1)
 	f.cache.Remove("obj\x00" + key)
+	f.lists.forget(key)
 }
 
 func ignoreNotFound(err error) error {
@@ -231,7 +232,7 @@ func (av *arrayView) stored(ctx context.Context, prefix []int) iter.Seq2[[]int, 
 			}
 			return true
 		}
-		for objCoords, err := range av.a.ChunkCandidates(ctx) {
+		for objCoords, err := range av.candidates(ctx) {
 			if err != nil {
 				yield(nil, err)
 				return
