@@ -60,10 +60,7 @@ func Open(base string, opts Options) (*Store, error) {
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 32
 	}
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConnsPerHost = opts.Concurrency
-	t.ResponseHeaderTimeout = time.Minute
-	counter := requests.NewCounter(t)
+	counter := requests.NewTransport(opts.Concurrency)
 	return &Store{client: &http.Client{Transport: counter}, base: strings.TrimSuffix(base, "/") + "/", opts: opts, requests: counter}, nil
 }
 

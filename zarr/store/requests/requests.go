@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Counter is an http.RoundTripper that counts what passes through it.
@@ -18,6 +19,17 @@ type Counter struct {
 // NewCounter counts the requests sent through next.
 func NewCounter(next http.RoundTripper) *Counter {
 	return &Counter{next: next, counts: map[string]uint64{}}
+}
+
+// NewTransport returns a transport for a remote store, counted: it keeps
+// up to concurrency idle connections to the server (Go keeps 2 by default,
+// so with more requests in flight connections would be reopened
+// constantly) and waits at most a minute for a response to begin.
+func NewTransport(concurrency int) *Counter {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = concurrency
+	t.ResponseHeaderTimeout = time.Minute
+	return NewCounter(t)
 }
 
 // Kind names a request: "ranged GET", "suffix GET", "GET", "HEAD",

@@ -74,12 +74,7 @@ func Open(ctx context.Context, bucket, prefix string, opts Options) (*Store, err
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 32
 	}
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	// Go keeps 2 idle connections per host by default: with more requests
-	// in flight, connections would be reopened constantly.
-	t.MaxIdleConnsPerHost = opts.Concurrency
-	t.ResponseHeaderTimeout = time.Minute
-	counter := requests.NewCounter(t)
+	counter := requests.NewTransport(opts.Concurrency)
 	loads := []func(*config.LoadOptions) error{
 		config.WithRetryer(func() aws.Retryer {
 			return retry.NewStandard(func(o *retry.StandardOptions) {
