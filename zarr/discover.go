@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/zarrfs/zarrfs/zarr/meta"
 	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
@@ -44,15 +45,13 @@ func discoverKeys(ctx context.Context, s store.Store) (knownKeys, error) {
 		return nil, err
 	}
 	if b, err := store.ReadAll(ctx, s, ZMetadata); err == nil {
-		var doc struct {
-			Metadata map[string]json.RawMessage `json:"metadata"`
-		}
-		if err := json.Unmarshal(b, &doc); err != nil {
+		c, err := meta.ParseConsolidated(b)
+		if err != nil {
 			return nil, fmt.Errorf("%s: %w", ZMetadata, err)
 		}
-		for k := range doc.Metadata {
-			if store.ValidateKey(k) == nil {
-				keys[k] = true
+		for _, e := range c.Entries {
+			if store.ValidateKey(e.Key) == nil {
+				keys[e.Key] = true
 			}
 		}
 		return keys, nil
