@@ -27,6 +27,7 @@ lint:
 unit:
 	$(GO) test -race -count=1 -timeout 30m ./...
 	$(GO) test -count=1 -tags purego ./codec/blosc/  # the portable fallback of the SSE2 unshuffle
+	$(GO) test -count=1 -run '^(TestCheck|TestDecompressAllocs)$$' ./codec/ ./codec/blosc/  # allocation counts, which -race cannot measure
 
 # Runs each fuzz target for FUZZTIME, a count of executions by default: a
 # wall-clock -fuzztime can fail a clean run with "context deadline exceeded"

@@ -34,6 +34,9 @@ func Shared(t testing.TB) string {
 	t.Helper()
 	shared := filepath.Join(filepath.Dir(RepoRoot(t)), "shared")
 	if _, err := os.Stat(filepath.Join(shared, "fixtures", "EXPECTED.jsonl")); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI is set and %s/fixtures is absent; this test needs the shared fixtures", shared)
+		}
 		t.Skipf("SKIP: %s/fixtures is absent; this test needs the shared fixtures", shared)
 	}
 	return shared
