@@ -10,15 +10,18 @@ import (
 
 func init() {
 	Register("crc32c", newCRC32C)
-	Register("numcodecs.crc32c", newChecksum(crc32cSum, false))
+	Register("numcodecs.crc32c", newChecksum(CRC32C, false))
 	Register("numcodecs.crc32", newChecksum(crc32.ChecksumIEEE, true))
 	Register("numcodecs.adler32", newChecksum(adler32.Checksum, true))
 	Register("numcodecs.fletcher32", newFletcher32)
 }
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+// Castagnoli is the crc32c table, for the crc32c codec and for zarrfs's
+// own checksums (journal records).
+var Castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-func crc32cSum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+// CRC32C is the crc32c checksum of b, as the crc32c codec stores it.
+func CRC32C(b []byte) uint32 { return crc32.Checksum(b, Castagnoli) }
 
 // checksumCodec stores a 32-bit little-endian checksum of the payload before
 // it (numcodecs crc32 and adler32 by default) or after it (v3 crc32c,
@@ -29,7 +32,7 @@ type checksumCodec struct {
 }
 
 func newCRC32C(config json.RawMessage, _ Spec) (any, error) {
-	return &checksumCodec{sum: crc32cSum}, nil
+	return &checksumCodec{sum: CRC32C}, nil
 }
 
 // newChecksum is the factory of a numcodecs Checksum32 codec, whose

@@ -3,6 +3,7 @@ package codec
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/zarrfs/zarrfs/zarr/nd"
 	"math"
 	"slices"
 	"strconv"
@@ -127,7 +128,7 @@ func (c *json2Codec) Decode(b []byte) (*Chunk, error) {
 		return nil, corrupt("json2: shape: %v", err)
 	}
 	n := c.spec.NumElements()
-	if product(shape) != n || slices.ContainsFunc(shape, func(d int) bool { return d < 0 }) {
+	if nd.Size(shape) != n || slices.ContainsFunc(shape, func(d int) bool { return d < 0 }) {
 		return nil, corrupt("json2: shape %v does not hold the %d elements of the chunk", shape, n)
 	}
 	items := make([][]byte, 0, n)

@@ -3,6 +3,7 @@ package codec
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/zarrfs/zarrfs/zarr/nd"
 	"slices"
 )
 
@@ -150,7 +151,7 @@ func makePermPlan(srcShape, perm []int) permPlan {
 	rank := map[int]int{}
 	for i, r := range bySource {
 		rank[r.start] = i
-		plan.shape = append(plan.shape, product(shape[r.start:r.start+r.n]))
+		plan.shape = append(plan.shape, nd.Size(shape[r.start:r.start+r.n]))
 	}
 	for _, r := range runs {
 		plan.perm = append(plan.perm, rank[r.start])

@@ -226,12 +226,3 @@ func asWords[T any](b []byte) (s []T, ok bool) {
 	}
 	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), len(b)/size), true
 }
-
-// product is the number of elements of shape.
-func product(shape []int) int {
-	n := 1
-	for _, d := range shape {
-		n *= d
-	}
-	return n
-}

@@ -2,6 +2,7 @@ package fs
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,26 +12,48 @@ import (
 // Mounted reports whether something is mounted at dir, from
 // /proc/self/mountinfo.
 func Mounted(dir string) (bool, error) {
+	fields, err := mountEntry(dir)
+	return fields != nil, err
+}
+
+// Connection returns the FUSE connection of the mount at dir: its name
+// under /sys/fs/fuse/connections (the minor device number).
+func Connection(dir string) (string, error) {
+	fields, err := mountEntry(dir)
+	if err != nil {
+		return "", err
+	}
+	if fields == nil {
+		return "", fmt.Errorf("%s is not a mount point", dir)
+	}
+	_, minor, _ := strings.Cut(fields[2], ":")
+	return minor, nil
+}
+
+// mountEntry returns the fields of the last /proc/self/mountinfo line of
+// the mount at dir (the one on top), nil when nothing is mounted there.
+func mountEntry(dir string) ([]string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	if real, err := filepath.EvalSymlinks(abs); err == nil {
 		abs = real
 	}
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	defer f.Close()
+	var found []string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
 		if len(fields) > 4 && unescapeMountinfo(fields[4]) == abs {
-			return true, nil
+			found = fields
 		}
 	}
-	return false, sc.Err()
+	return found, sc.Err()
 }
 
 // unescapeMountinfo decodes the octal escapes of mountinfo paths (\040 for

@@ -174,22 +174,11 @@ func ForceUnmount(dir string) {
 // zarrfs blocked in the kernel (invalidating a cache entry) keeps the
 // connection, and the requests it waits for, alive.
 func Abort(dir string) error {
-	abs, err := filepath.Abs(dir)
+	conn, err := zfs.Connection(dir)
 	if err != nil {
 		return err
 	}
-	info, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return err
-	}
-	for line := range strings.SplitSeq(string(info), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) > 4 && strings.ReplaceAll(fields[4], `\040`, " ") == abs {
-			_, minor, _ := strings.Cut(fields[2], ":")
-			return os.WriteFile(filepath.Join("/sys/fs/fuse/connections", minor, "abort"), []byte("1"), 0)
-		}
-	}
-	return fmt.Errorf("%s is not a mount point", dir)
+	return os.WriteFile(filepath.Join("/sys/fs/fuse/connections", conn, "abort"), []byte("1"), 0)
 }
 
 // CanMount reports why FUSE mounts cannot run here, or nil.

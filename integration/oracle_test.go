@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/zarrfs/zarrfs/zarr"
-	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/zarrtest"
 )
 
@@ -161,16 +160,7 @@ func isZarritaLimit(err string) bool {
 // openView opens a view of a mount as a store, with zarrfs's own reader.
 func openView(t *testing.T, root string) *zarr.Hierarchy {
 	t.Helper()
-	s, err := store.OpenDir(root, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	h, err := zarr.Open(context.Background(), s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
+	return zarrtest.OpenHierarchy(t, root, true)
 }
 
 func ownDigest(t *testing.T, h *zarr.Hierarchy, path string) string {

@@ -2,7 +2,6 @@ package integration_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -16,7 +15,6 @@ import (
 	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/meta"
 	"github.com/zarrfs/zarrfs/zarr/nd"
-	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
 // storedArray is an array as its store holds it, found without zarrfs's key
@@ -47,16 +45,7 @@ type storedHierarchy struct {
 // scanStore opens the store at dir read-only and scans every array.
 func scanStore(t *testing.T, dir string) *storedHierarchy {
 	t.Helper()
-	ctx := context.Background()
-	s, err := store.OpenDir(dir, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	h, err := zarr.Open(ctx, s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := openView(t, dir)
 	sh := &storedHierarchy{dir: dir, nodes: h.Nodes()}
 	for _, n := range h.Arrays() {
 		if n.Array != nil {

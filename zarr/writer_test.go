@@ -4,8 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/zarrfs/zarrfs/zarr"
-	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/zarrtest"
 )
 
@@ -20,16 +18,8 @@ func TestGeneratedStoresRoundTrip(t *testing.T) {
 		} else {
 			arrays = zarrtest.WriteV2Store(t, dir)
 		}
-		s, err := store.OpenDir(dir, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
 		ctx := context.Background()
-		h, err := zarr.Open(ctx, s)
-		if err != nil {
-			t.Fatal(err)
-		}
+		h := zarrtest.OpenHierarchy(t, dir, true)
 		for _, g := range arrays {
 			n, ok := h.Node(g.Path)
 			if !ok || n.Err != nil || n.Array == nil {

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"runtime"
-	"slices"
 	"strings"
 
 	"github.com/zarrfs/zarrfs/zarr"
@@ -158,22 +156,9 @@ func describe(ctx context.Context, n *zarr.Node) nodeInfo {
 func codecNames(cs []meta.Codec) []string {
 	out := make([]string, len(cs))
 	for i, c := range cs {
-		out[i] = formatCodec(c)
+		out[i] = c.String()
 	}
 	return out
-}
-
-func formatCodec(c meta.Codec) string {
-	var cfg map[string]json.RawMessage
-	if json.Unmarshal(c.Configuration, &cfg) != nil || len(cfg) == 0 || c.Name == "sharding_indexed" {
-		return c.Name
-	}
-	keys := slices.Sorted(maps.Keys(cfg))
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + "=" + strings.Trim(string(cfg[k]), `"`)
-	}
-	return c.Name + "(" + strings.Join(parts, ", ") + ")"
 }
 
 func printTree(w io.Writer, dir string, nodes []*zarr.Node, infos []nodeInfo) {

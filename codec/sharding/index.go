@@ -51,9 +51,6 @@ func (ix *Index) Set(i int, offset, nbytes int64) {
 	ix.entries[2*i], ix.entries[2*i+1] = uint64(offset), uint64(nbytes)
 }
 
-// Clear marks inner chunk i empty.
-func (ix *Index) Clear(i int) { ix.entries[2*i], ix.entries[2*i+1] = Empty, Empty }
-
 // Stored counts the stored inner chunks and their bytes.
 func (ix *Index) Stored() (chunks int, bytes int64) {
 	for i := 0; i < ix.Len(); i++ {

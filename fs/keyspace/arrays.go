@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/codec/sharding"
@@ -65,7 +64,7 @@ func newArrayView(f *FS, n *zarr.Node, v View) (*arrayView, error) {
 	var err error
 	if v == V3 {
 		av.docs, err = v3ArrayDocs(n, chunk, chain)
-		av.codecs = chainString(chain)
+		av.codecs = meta.ChainString(chain)
 	} else {
 		av.keys = meta.KeyEncoding{Name: meta.KeyEncodingV2, Separator: f.opts.V2Separator}
 		err = av.setV2(n, chunk, chain)
@@ -133,7 +132,7 @@ func (av *arrayView) setV2(n *zarr.Node, chunk []int, chain []meta.Codec) error 
 		av.codecs = v2String(v2)
 	}
 	if av.codecs == "" {
-		av.codecs = chainString(a.Codecs)
+		av.codecs = meta.ChainString(a.Codecs)
 	}
 	zarray, err := m.Marshal()
 	if err != nil {
@@ -201,18 +200,6 @@ func v2Attributes(n *zarr.Node) ([]byte, error) {
 		}
 	}
 	return json.MarshalIndent(attrs, "", "  ")
-}
-
-// chainString describes a v3 chain: "bytes(endian=little) -> zstd(level=3)".
-func chainString(chain []meta.Codec) string {
-	parts := make([]string, len(chain))
-	for i, c := range chain {
-		parts[i] = c.Name
-		if len(c.Configuration) > 2 {
-			parts[i] += string(c.Configuration)
-		}
-	}
-	return strings.Join(parts, " -> ")
 }
 
 // v2String describes a v2 codec description.

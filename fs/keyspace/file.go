@@ -5,13 +5,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 
+	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
@@ -42,12 +42,6 @@ func (f *File) doc() []byte {
 
 // Path is the file's path within its view.
 func (f *File) Path() string { return f.path }
-
-// IsChunk reports whether the file is an inner chunk (or chunk).
-func (f *File) IsChunk() bool { return f.arr != nil }
-
-// IsTemp reports whether the file is a temporary file outside the hierarchy.
-func (f *File) IsTemp() bool { return f.temp != nil }
 
 func (f *File) docAttr() Attr {
 	return Attr{Ino: inode(f.view, f.path), Size: int64(len(f.doc())), Mtime: f.fs.mtime}
@@ -253,7 +247,7 @@ func (f *File) verifyTrailer(ctx context.Context, loc location, b []byte) error 
 	if _, ok := f.fs.cache.Get(key); ok {
 		return nil
 	}
-	if len(b) < 4 || crc32.Checksum(b[:len(b)-4], castagnoli) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
+	if len(b) < 4 || codec.CRC32C(b[:len(b)-4]) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
 		f.fs.logOnce(ctx, loc.key, "inner chunk checksum mismatch: its files give EIO", "chunk", f.path)
 		return fmt.Errorf("%w: %s: crc32c of inner chunk at offset %d does not match", ErrCorrupt, loc.key, loc.off)
 	}
@@ -264,8 +258,6 @@ func (f *File) verifyTrailer(ctx context.Context, loc location, b []byte) error 
 func trailerKey(loc location) string {
 	return fmt.Sprintf("crc\x00%s\x00%s\x00%d", loc.key, loc.gen, loc.off)
 }
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // transcoded returns the chunk re-encoded with the view's codecs (cached),
 // and has the chunks after it prepared when it is read in sequence.

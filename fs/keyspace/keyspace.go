@@ -160,9 +160,6 @@ func New(h *zarr.Hierarchy, opts Options) *FS {
 // Root is the root directory of a view.
 func (f *FS) Root(v View) *Dir { return f.roots[v] }
 
-// Cache is the cache of shard indexes and transcoded chunks.
-func (f *FS) Cache() *cache.Cache { return f.cache }
-
 // Writable reports whether the views take writes.
 func (f *FS) Writable() bool { return f.opts.Writer != nil }
 

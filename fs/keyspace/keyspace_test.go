@@ -96,16 +96,8 @@ func checkView(t *testing.T, f *keyspace.FS, v keyspace.View, want map[string]st
 	t.Helper()
 	dst := t.TempDir()
 	materialize(t, f.Root(v), dst)
-	s, err := store.OpenDir(dst, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	ctx := context.Background()
-	h, err := zarr.Open(ctx, s)
-	if err != nil {
-		t.Fatalf("%s view: %v", v, err)
-	}
+	h := zarrtest.OpenHierarchy(t, dst, true)
 	for path, digest := range want {
 		n, ok := h.Node(path)
 		if !ok || n.Array == nil {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/zarrfs/zarrfs/zarr/nd"
 	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
@@ -128,11 +129,8 @@ func (r *readAhead) prepare(av *arrayView, coords []int) {
 // grid, the order of chunk keys; nil after the last chunk.
 func (av *arrayView) nextChunk(coords []int) []int {
 	next := slices.Clone(coords)
-	for d := len(next) - 1; d >= 0; d-- {
-		if next[d]++; next[d] < av.grid[d] {
-			return next
-		}
-		next[d] = 0
+	if !nd.Next(next, av.grid) {
+		return nil
 	}
-	return nil
+	return next
 }

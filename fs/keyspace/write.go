@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"path"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/meta"
+	"github.com/zarrfs/zarrfs/zarr/nd"
 )
 
 // Bounds on buffered writes, so a runaway writer gets EFBIG rather than
@@ -262,7 +262,7 @@ func (av *arrayView) toStored(b []byte) ([]byte, error) {
 	}
 	stored := b
 	if av.drop == 4 { // the view leaves out a trailing crc32c: add it back
-		stored = binary.LittleEndian.AppendUint32(slices.Clip(b), crc32.Checksum(b, castagnoli))
+		stored = binary.LittleEndian.AppendUint32(slices.Clip(b), codec.CRC32C(b))
 	}
 	if err := av.source.Check(stored); err != nil {
 		return nil, err
@@ -301,7 +301,7 @@ func (d *Dir) chunkAt(name string) (av *arrayView, coords []int, ok bool) {
 	switch {
 	case d.node != nil && !nested:
 		c, ok := av.keys.Parse(name, len(av.grid))
-		return av, c, ok && insideGrid(c, av.grid)
+		return av, c, ok && nd.Inside(c, av.grid)
 	case d.node != nil && root != "":
 		return nil, nil, false // only the key directory is here
 	}
@@ -362,15 +362,6 @@ func decimalKey(parts []string, why string) error {
 		}
 	}
 	return fmt.Errorf("%w: not a chunk of this array: %s", ErrInvalid, why)
-}
-
-func insideGrid(c, grid []int) bool {
-	for i := range c {
-		if c[i] < 0 || c[i] >= grid[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Create creates a file for writing: a chunk (committed on close), or a

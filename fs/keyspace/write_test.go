@@ -15,7 +15,6 @@ import (
 	"testing"
 
 	"github.com/zarrfs/zarrfs/fs/keyspace"
-	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/writeback"
 	"github.com/zarrfs/zarrfs/zarr/zarrtest"
@@ -27,17 +26,9 @@ func writableFS(t *testing.T) (*keyspace.FS, *writeback.Writer, string) {
 	t.Helper()
 	dir := t.TempDir()
 	zarrtest.WriteV3Store(t, dir)
-	s, err := store.OpenDir(dir, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	h, err := zarr.Open(context.Background(), s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := zarrtest.OpenHierarchy(t, dir, false)
 	var f *keyspace.FS
-	w, err := writeback.New(s, filepath.Join(dir, store.StateDir, "journal"), writeback.Options{Published: func(k string) { f.ShardPublished(k) }})
+	w, err := writeback.New(h.Store, filepath.Join(dir, store.StateDir, "journal"), writeback.Options{Published: func(k string) { f.ShardPublished(k) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,10 +105,7 @@ func TestWriteChunkInBothViews(t *testing.T) {
 		t.Fatal("the v2 alias does not show the published write")
 	}
 	// A fresh hierarchy (another reader of the store) sees it too.
-	s, _ := store.OpenDir(dir, true)
-	defer s.Close()
-	h2, _ := zarr.Open(ctx, s)
-	n, _ := h2.Node("int16_dotkeys")
+	n, _ := zarrtest.OpenHierarchy(t, dir, true).Node("int16_dotkeys")
 	c, err := n.Array.ReadRegion(ctx, []int{0, 0}, []int{2, 2})
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
@@ -71,8 +72,6 @@ const (
 	segmentSuffix  = ".wal"
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // OpenJournal creates a new journal directory under root.
 func OpenJournal(root string) (*Journal, error) {
 	host, _ := os.Hostname()
@@ -97,9 +96,6 @@ func OpenJournal(root string) (*Journal, error) {
 	}
 	return j, store.SyncDir(root)
 }
-
-// Dir is the journal's directory.
-func (j *Journal) Dir() string { return j.dir }
 
 // rotate starts a new segment; j.mu must be held (or j not yet shared).
 func (j *Journal) rotate() error {
@@ -276,7 +272,7 @@ func seal(head, data []byte) [][]byte {
 	body := head[recordHeader:]
 	binary.LittleEndian.PutUint32(head, recordMagic)
 	binary.LittleEndian.PutUint32(head[4:], uint32(len(body)+len(data)))
-	binary.LittleEndian.PutUint32(head[8:], crc32.Update(crc32.Checksum(body, castagnoli), castagnoli, data))
+	binary.LittleEndian.PutUint32(head[8:], crc32.Update(codec.CRC32C(body), codec.Castagnoli, data))
 	return [][]byte{head, data}
 }
 
@@ -303,7 +299,7 @@ func decodeEntry(b []byte) (entry, int, error) {
 		return entry{}, 0, errTorn
 	}
 	body := b[recordHeader : recordHeader+n]
-	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(b[8:]) {
+	if codec.CRC32C(body) != binary.LittleEndian.Uint32(b[8:]) {
 		return entry{}, 0, errTorn
 	}
 	if len(body) > 0 && body[0] == flagPublished {
