@@ -27,9 +27,10 @@ type mountStats struct {
 		TranscodedBytes  uint64 `json:"transcoded_bytes"`
 		MetadataBytes    uint64 `json:"metadata_bytes"`
 	} `json:"served"`
-	Errors    map[string]uint64 `json:"errors"`
-	Requests  map[string]uint64 `json:"requests"`
-	Coalesced uint64            `json:"coalesced"`
+	Errors      map[string]uint64 `json:"errors"`
+	Requests    map[string]uint64 `json:"requests"`
+	Coalesced   uint64            `json:"coalesced"`
+	Unpublished int               `json:"unpublished"`
 }
 
 // readStats reads the stats file and checks that stat(2) gives its size.

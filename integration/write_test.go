@@ -679,9 +679,11 @@ func TestWriteCoalescing(t *testing.T) {
 			return true
 		})
 	}
-	// quiet waits past the writer's idle delay, so that a second rewrite,
-	// if there were one, would have happened.
-	quiet := func() { time.Sleep(time.Second) }
+	// quiet waits until the mount holds no unpublished write, so that a
+	// second rewrite, if there were one, has happened.
+	quiet := func() {
+		eventually(t, "every write is published", func() bool { return readStats(t, m.Dir).Unpublished == 0 })
+	}
 
 	t.Run("one rewrite per shard", func(t *testing.T) {
 		a := array("uint16_zstd_end")

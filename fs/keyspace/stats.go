@@ -5,6 +5,7 @@ import (
 
 	"github.com/zarrfs/zarrfs/cache"
 	"github.com/zarrfs/zarrfs/zarr/store"
+	"github.com/zarrfs/zarrfs/zarr/writeback"
 )
 
 // Stats are the key spaces' counters since they were built: what the
@@ -27,6 +28,8 @@ type Stats struct {
 	// suffix GET, HEAD, LIST, PUT, DELETE) and what came of them (bytes
 	// fetched, failed and retried, precondition failed, not modified).
 	Requests map[string]uint64 `json:"requests,omitempty"`
+	// Unpublished counts the written inner chunks not yet in their shards.
+	Unpublished int `json:"unpublished"`
 	// Transcodes counts chunks re-encoded for a view, the misses of the
 	// cache of transcoded chunks.
 	Transcodes uint64 `json:"transcodes"`
@@ -61,14 +64,15 @@ func (f *FS) Stats() Stats {
 		opens = f.files.opens.Load()
 	}
 	return Stats{
-		Cache:      f.cache.Stats(),
-		IndexLoads: f.counts.indexLoads.Load(),
-		ShardOpens: opens,
-		RangeReads: f.counts.rangeReads.Load(),
-		Coalesced:  f.counts.coalesced.Load(),
-		Requests:   requestCounts(f.store),
-		Transcodes: f.counts.transcodes.Load(),
-		ReadAhead:  f.readAhead.ahead.Load(),
+		Cache:       f.cache.Stats(),
+		IndexLoads:  f.counts.indexLoads.Load(),
+		ShardOpens:  opens,
+		RangeReads:  f.counts.rangeReads.Load(),
+		Coalesced:   f.counts.coalesced.Load(),
+		Requests:    requestCounts(f.store),
+		Unpublished: unpublished(f.opts.Writer),
+		Transcodes:  f.counts.transcodes.Load(),
+		ReadAhead:   f.readAhead.ahead.Load(),
 		Served: Served{
 			PassThroughBytes: f.counts.passThroughBytes.Load(),
 			TranscodedBytes:  f.counts.transcodedBytes.Load(),
@@ -83,4 +87,11 @@ func requestCounts(s store.Store) map[string]uint64 {
 		return c.Requests()
 	}
 	return nil
+}
+
+func unpublished(w *writeback.Writer) int {
+	if w == nil {
+		return 0
+	}
+	return w.Unpublished()
 }

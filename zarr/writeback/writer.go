@@ -255,6 +255,18 @@ type PendingShard struct {
 	Deleted map[int]bool
 }
 
+// Unpublished counts the inner chunk updates not yet in their shards,
+// those being published included.
+func (w *Writer) Unpublished() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, ps := range w.shards {
+		n += len(ps.chunks)
+	}
+	return n
+}
+
 // Sync makes every acknowledged update durable on disk.
 func (w *Writer) Sync() error { return w.journal.Sync() }
 
