@@ -91,7 +91,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return fail(stderr, fmt.Errorf("%s: %w", storeArg, err))
 	}
-	var ks *keyspace.FS
+
 	var writer *writeback.Writer
 	journals, err := journalDir(loc, s, *sf.journalDir)
 	if err != nil {
@@ -103,10 +103,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if _, err := writeback.Recover(ctx, h, journals, logger); err != nil {
 			return fail(stderr, fmt.Errorf("replaying journals: %w", err))
 		}
-		writer, err = writeback.New(s, journals, writeback.Options{
-			Logger:    logger,
-			Published: func(key string) { ks.ShardPublished(key) },
-		})
+		writer, err = writeback.New(s, journals, writeback.Options{Logger: logger})
 		if err != nil {
 			return fail(stderr, err)
 		}
@@ -124,7 +121,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			}
 		}
 	}
-	ks = keyspace.New(h, keyspace.Options{V2Separator: *sep, CacheBytes: cacheBytes, Logger: logger, Writer: writer, Unpublished: unpublished, ReadAhead: *readAhead})
+	ks := keyspace.New(h, keyspace.Options{V2Separator: *sep, CacheBytes: cacheBytes, Logger: logger, Writer: writer, Unpublished: unpublished, ReadAhead: *readAhead})
 	defer ks.Close()
 	server, err := fs.Mount(mnt, ks, fs.Options{
 		Views: views, ReadOnly: *readOnly, AllowOther: *allowOther,

@@ -147,6 +147,7 @@ func New(h *zarr.Hierarchy, opts Options) *FS {
 	switch {
 	case opts.Writer != nil:
 		f.pending = opts.Writer
+		opts.Writer.OnPublished(f.ShardPublished)
 	case opts.Unpublished != nil:
 		f.pending = opts.Unpublished
 	}

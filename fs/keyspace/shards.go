@@ -126,7 +126,7 @@ func (f *FS) generation(key string) *atomic.Uint64 {
 }
 
 // ShardPublished drops what is cached about a shard this process just
-// rewrote, before its pending updates leave memory (writeback's Published).
+// rewrote, before its pending updates leave memory (Writer.OnPublished).
 func (f *FS) ShardPublished(key string) {
 	f.generation(key).Add(1)
 	f.cache.Remove("obj\x00" + key)

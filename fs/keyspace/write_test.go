@@ -27,12 +27,11 @@ func writableFS(t *testing.T) (*keyspace.FS, *writeback.Writer, string) {
 	dir := t.TempDir()
 	zarrtest.WriteV3Store(t, dir)
 	h := zarrtest.OpenHierarchy(t, dir, false)
-	var f *keyspace.FS
-	w, err := writeback.New(h.Store, filepath.Join(dir, store.StateDir, "journal"), writeback.Options{Published: func(k string) { f.ShardPublished(k) }})
+	w, err := writeback.New(h.Store, filepath.Join(dir, store.StateDir, "journal"), writeback.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f = keyspace.New(h, keyspace.Options{Writer: w})
+	f := keyspace.New(h, keyspace.Options{Writer: w})
 	t.Cleanup(f.Close)
 	t.Cleanup(func() { w.Close(context.Background()) })
 	return f, w, dir

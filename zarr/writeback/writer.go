@@ -22,6 +22,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zarrfs/zarrfs/codec/sharding"
@@ -41,11 +42,7 @@ type Options struct {
 	// MaxPendingBytes bounds the updates held in memory; beyond it, Put
 	// publishes the oldest shards before returning (default 256 MiB).
 	MaxPendingBytes int64
-	// Published is called after a shard was rewritten in the store and
-	// before its updates leave memory, so caches of the shard can be
-	// dropped without a moment of stale reads.
-	Published func(shardKey string)
-	Logger    *slog.Logger
+	Logger          *slog.Logger
 }
 
 // Writer holds the pending updates of one store.
@@ -59,6 +56,8 @@ type Writer struct {
 	pending int64 // bytes of pending chunk data
 	seq     uint64
 	idle    *sync.Cond // signalled when a publish finishes
+
+	published atomic.Pointer[func(shardKey string)] // see OnPublished
 
 	kick chan struct{}
 	done chan struct{}
@@ -113,9 +112,6 @@ func New(s store.Store, journalRoot string, opts Options) (*Writer, error) {
 	if opts.MaxPendingBytes <= 0 {
 		opts.MaxPendingBytes = 256 << 20
 	}
-	if opts.Published == nil {
-		opts.Published = func(string) {}
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -129,6 +125,11 @@ func New(s store.Store, journalRoot string, opts Options) (*Writer, error) {
 	w.wg.Go(w.publishLoop)
 	return w, nil
 }
+
+// OnPublished sets the function called after a shard was rewritten in the
+// store and before its updates leave memory, so that caches of the shard
+// can be dropped without a moment of stale reads (the views' caches).
+func (w *Writer) OnPublished(fn func(shardKey string)) { w.published.Store(&fn) }
 
 // Put stores data as the encoded inner chunk at inner grid coordinates of
 // a. Unsharded chunks are written to the store at once; inner chunks are
@@ -331,7 +332,9 @@ func (w *Writer) publish(ctx context.Context, key string) error {
 	}
 	err := applyShard(ctx, w.store, ps.a, key, updates)
 	if err == nil {
-		w.opts.Published(key)
+		if fn := w.published.Load(); fn != nil {
+			(*fn)(key)
+		}
 	}
 
 	w.mu.Lock()
