@@ -51,11 +51,12 @@ type Writer struct {
 	journal *Journal
 	opts    Options
 
-	mu      sync.Mutex
-	shards  map[string]*pendingShard
-	pending int64 // bytes of pending chunk data
-	seq     uint64
-	idle    *sync.Cond // signalled when a publish finishes
+	appendMu sync.Mutex // orders journal appends with pending map updates
+	mu       sync.Mutex // guards the fields below; updates write the journal without it
+	shards   map[string]*pendingShard
+	pending  int64 // bytes of pending chunk data
+	seq      uint64
+	idle     *sync.Cond // signalled when a publish finishes
 
 	published atomic.Pointer[func(shardKey string)] // see OnPublished
 
@@ -152,12 +153,16 @@ func (w *Writer) update(ctx context.Context, a *zarr.Array, coords []int, data [
 		}
 		return store.Write(ctx, w.store, key, data)
 	}
-	w.mu.Lock()
+	// Updates enter the journal and the pending map in one order, so the
+	// last journaled update of a chunk is the one readers see; readers take
+	// only mu, which the journal write does not hold.
+	w.appendMu.Lock()
 	pos, err := w.journal.Append(Record{Array: a.Path, Shard: key, Chunk: local, Delete: del, Data: data})
 	if err != nil {
-		w.mu.Unlock()
+		w.appendMu.Unlock()
 		return err
 	}
+	w.mu.Lock()
 	now := time.Now()
 	ps := w.shards[key]
 	if ps == nil {
@@ -175,6 +180,7 @@ func (w *Writer) update(ctx context.Context, a *zarr.Array, coords []int, data [
 	over := w.pending > w.opts.MaxPendingBytes
 	complete := ps.complete()
 	w.mu.Unlock()
+	w.appendMu.Unlock()
 	// The publisher's ticker finds shards that went quiet; waking it for
 	// every update would cost a thread wakeup per chunk written.
 	if complete {
