@@ -21,7 +21,12 @@
 //  7. writes through a read-write mount of a second store (writes.go):
 //     zarr-python 2 writing a 256 MiB array through v2/ vs a native v2
 //     copy, and every inner chunk of one shard written one by one through
-//     v3/ vs the shard written natively, with and without fsync.
+//     v3/ vs the shard written natively, with and without fsync;
+//  8. remote, cold (remote.go): the 256 MiB raw array in a real S3 server
+//     (versitygw) behind a proxy adding 20 ms per request, read by
+//     zarr-python 2 through MNT/v2 of an s3:// mount and by reading every
+//     chunk file in key order, vs zarrita.js reading the same store over
+//     HTTP through the same latency; with the requests of each.
 //
 // Usage:
 //
@@ -34,7 +39,7 @@
 //	-warmup N       unmeasured warm-up rounds before warm measurements (default 1)
 //	-bin PATH       zarrfs binary (default: built from this repository)
 //	-dir DIR        work directory, kept and reused across runs (default: a temporary one, removed)
-//	-only LIST      comma-separated workloads: rtt,read,cold,python,meta,random,rss,write (default: all)
+//	-only LIST      comma-separated workloads: rtt,read,cold,python,meta,random,rss,write,remote (default: all)
 //	-mount-args S   extra `zarrfs mount` flags, space-separated (the read mount always has --ro)
 //	-python PATH    Python with zarr-python 2 (default /usr/bin/python3, Debian's python3-zarr)
 //
@@ -71,7 +76,7 @@ type config struct {
 	python    string
 }
 
-var workloads = []string{"rtt", "read", "cold", "python", "meta", "random", "rss", "write"}
+var workloads = []string{"rtt", "read", "cold", "python", "meta", "random", "rss", "write", "remote"}
 
 func main() {
 	cfg, err := parseFlags(os.Args[1:])
@@ -205,6 +210,7 @@ func run(cfg config, ms *mounts, out io.Writer) (err error) {
 		{"random", b.randomReads},
 		{"rss", b.peakMemory},
 		{"write", b.writes},
+		{"remote", b.remote},
 	}
 	for _, s := range steps {
 		if !cfg.only[s.name] {

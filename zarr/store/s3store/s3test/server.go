@@ -58,38 +58,61 @@ func binary() (string, error) {
 // versitygw the test is skipped, or fails when CI is set.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	bin, err := binary()
-	if err != nil {
+	if _, err := binary(); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatal(err)
 		}
 		t.Skip("SKIP: ", err)
 	}
-	dir := t.TempDir()
-	port := freePort(t)
-	cmd := exec.Command(bin, "--port", fmt.Sprintf("127.0.0.1:%d", port), "--quiet", "posix", dir)
-	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+AccessKey, "ROOT_SECRET_KEY="+SecretKey)
 	logPath := filepath.Join(t.TempDir(), "versitygw.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer logFile.Close()
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
+	s, stop, err := StartServer(t.TempDir(), logFile)
+	if err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
+		stop()
 		if t.Failed() {
 			b, _ := os.ReadFile(logPath)
 			t.Logf("versitygw output:\n%s", b)
 		}
 	})
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	return s
+}
+
+// StartServer starts versitygw on a free port of 127.0.0.1 with its
+// buckets under dir and its output to log, and returns it with the
+// function that stops it.
+func StartServer(dir string, log io.Writer) (*Server, func(), error) {
+	bin, err := binary()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(bin, "--port", addr, "--quiet", "posix", dir)
+	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+AccessKey, "ROOT_SECRET_KEY="+SecretKey)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stop := func() {
+		cmd.Process.Kill()
+		<-exited
+	}
 	for i := 0; ; i++ {
 		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
 		if err == nil {
@@ -98,25 +121,16 @@ func Start(t testing.TB) *Server {
 		}
 		select {
 		case err := <-exited:
-			t.Fatalf("versitygw exited: %v", err)
+			return nil, nil, fmt.Errorf("versitygw exited: %v", err)
 		default:
 		}
 		if i == 200 {
-			t.Fatalf("versitygw does not listen on %s after 10s", addr)
+			stop()
+			return nil, nil, fmt.Errorf("versitygw does not listen on %s after 10s", addr)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return &Server{Endpoint: "http://" + addr, Dir: dir}
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return &Server{Endpoint: "http://" + addr, Dir: dir}, stop, nil
 }
 
 // Env is the AWS environment that reaches the server, for processes and
@@ -155,9 +169,17 @@ func (s *Server) Client() *s3.Client {
 // Bucket creates a bucket.
 func (s *Server) Bucket(t testing.TB, name string) {
 	t.Helper()
-	if _, err := s.Client().CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
-		t.Fatalf("create bucket %s: %v", name, err)
+	if err := s.CreateBucket(context.Background(), name); err != nil {
+		t.Fatal(err)
 	}
+}
+
+// CreateBucket creates a bucket.
+func (s *Server) CreateBucket(ctx context.Context, name string) error {
+	if _, err := s.Client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
+		return fmt.Errorf("create bucket %s: %w", name, err)
+	}
+	return nil
 }
 
 // Open opens s3://bucket/prefix as a store, with credentials set in the
@@ -178,6 +200,14 @@ func (s *Server) Open(t testing.TB, bucket, prefix string, readOnly bool) *s3sto
 // the independent client.
 func (s *Server) Upload(t testing.TB, dir, bucket, prefix string) {
 	t.Helper()
+	if err := s.UploadDir(context.Background(), dir, bucket, prefix); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// UploadDir copies every file under dir (but zarrfs's state) into the
+// bucket below prefix with the independent client.
+func (s *Server) UploadDir(ctx context.Context, dir, bucket, prefix string) error {
 	c := s.Client()
 	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -187,17 +217,19 @@ func (s *Server) Upload(t testing.TB, dir, bucket, prefix string) {
 		if strings.HasPrefix(rel, ".zarrfs") {
 			return nil
 		}
-		b, err := os.ReadFile(p)
+		f, err := os.Open(p)
 		if err != nil {
 			return err
 		}
+		defer f.Close()
 		key := strings.TrimPrefix(prefix+"/"+filepath.ToSlash(rel), "/")
-		_, err = c.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: strings.NewReader(string(b))})
+		_, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: f})
 		return err
 	})
 	if err != nil {
-		t.Fatalf("upload %s: %v", dir, err)
+		return fmt.Errorf("upload %s: %w", dir, err)
 	}
+	return nil
 }
 
 // Download copies every object of the bucket below prefix into dir with

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/zarrfs/zarrfs/zarr/store/requests"
+	"github.com/zarrfs/zarrfs/zarr/store/s3store/s3test"
+)
+
+// remoteLatency is added to every request between a reader and the
+// servers: the order of an S3 first byte.
+const remoteLatency = 20 * time.Millisecond
+
+//go:embed zarrita_read.mjs
+var zarritaReadJS []byte
+
+// delayProxy is a reverse proxy that delays every request and counts them
+// by kind.
+type delayProxy struct {
+	srv    *httptest.Server
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func newDelayProxy(target string) (*delayProxy, error) {
+	u, err := url.Parse(target)
+	if err != nil {
+		return nil, err
+	}
+	p := &delayProxy{counts: map[string]int{}}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.Transport = &http.Transport{MaxIdleConnsPerHost: 256}
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		p.counts[requests.Kind(r)]++
+		p.mu.Unlock()
+		time.Sleep(remoteLatency)
+		rp.ServeHTTP(w, r)
+	}))
+	return p, nil
+}
+
+// take returns the counts since the last take.
+func (p *delayProxy) take() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := p.counts
+	p.counts = map[string]int{}
+	return out
+}
+
+func total(counts map[string]int) int {
+	n := 0
+	for _, c := range counts {
+		n += c
+	}
+	return n
+}
+
+// remote is workload 8: a sharded array in a real S3 server (versitygw)
+// behind a proxy that adds remoteLatency to every request, read cold by
+// zarr-python 2 through MNT/v2 of an s3:// mount and by cat of every chunk
+// file in key order, against zarrita.js reading the same store directly
+// over HTTP through the same latency (its own suffix and range requests).
+func (b *bench) remote() error {
+	var spec *arraySpec
+	for i := range b.specs {
+		if b.specs[i].name == "raw" {
+			spec = &b.specs[i]
+		}
+	}
+	title := fmt.Sprintf("8. remote, cold: the %s array (%s) in S3 (versitygw) and on a web server, %s added to every request",
+		spec.name, formatBytes(float64(spec.elementBytes())), remoteLatency)
+	b.section(title)
+	oracle := os.Getenv("ZARRFS_ORACLE")
+	if oracle == "" {
+		b.add(row{name: "skipped: set ZARRFS_ORACLE (the zarrita oracle, .ci/run installs it) to compare with zarrita", check: "-"})
+		return nil
+	}
+	logFile, err := os.Create(filepath.Join(b.work, "versitygw.log"))
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	srv, stop, err := s3test.StartServer(filepath.Join(b.work, "s3"), logFile)
+	if err != nil {
+		b.add(row{name: "skipped: " + err.Error(), check: "-"})
+		return nil
+	}
+	defer stop()
+	ctx := context.Background()
+	progress("uploading the " + spec.name + " array to S3")
+	if err := srv.CreateBucket(ctx, "bench"); err != nil && !strings.Contains(err.Error(), "BucketAlready") {
+		return err
+	}
+	if err := srv.UploadDir(ctx, filepath.Join(b.storeDir, spec.name), "bench", "store/"+spec.name); err != nil {
+		return err
+	}
+	root, err := os.ReadFile(filepath.Join(b.storeDir, "zarr.json"))
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(b.work, "s3-root"), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(b.work, "s3-root", "zarr.json"), root, 0o644); err != nil {
+		return err
+	}
+	if err := srv.UploadDir(ctx, filepath.Join(b.work, "s3-root"), "bench", "store"); err != nil {
+		return err
+	}
+	s3Proxy, err := newDelayProxy(srv.Endpoint)
+	if err != nil {
+		return err
+	}
+	defer s3Proxy.srv.Close()
+	web := httptest.NewServer(http.FileServer(http.Dir(b.storeDir)))
+	defer web.Close()
+	webProxy, err := newDelayProxy(web.URL)
+	if err != nil {
+		return err
+	}
+	defer webProxy.srv.Close()
+	for _, kv := range srv.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		os.Setenv(k, v)
+	}
+	os.Setenv("AWS_ENDPOINT_URL", s3Proxy.srv.URL)
+	script := filepath.Join(filepath.Dir(oracle), "zarrfs-bench-zarrita-read.mjs")
+	if err := os.WriteFile(script, zarritaReadJS, 0o644); err != nil {
+		return err
+	}
+	defer os.Remove(script)
+
+	mnt := filepath.Join(b.work, "remote-mnt")
+	if err := os.MkdirAll(mnt, 0o755); err != nil {
+		return err
+	}
+	mountCold := func() error {
+		if err := b.ms.stopZarrfs(mnt); err != nil {
+			return err
+		}
+		if err := dropCaches(); err != nil {
+			return err
+		}
+		_, err := b.ms.startZarrfs(b.bin, "s3://bench/store", mnt, "--ro", "--s3-path-style")
+		return err
+	}
+	defer b.ms.stopZarrfs(mnt)
+	arrayV2 := filepath.Join(mnt, "v2", spec.name)
+	var viaMount, catFiles, direct sample
+	var mountReqs, catReqs, directReqs map[string]int
+	var nbytes int64
+	// Request counts include the mount's discovery of the hierarchy, as
+	// zarrita's include its metadata reads.
+	for range b.cfg.runs {
+		s3Proxy.take()
+		if err := mountCold(); err != nil {
+			return err
+		}
+		times, n, err := b.python("zarr", 0, 1, arrayV2)
+		if err != nil {
+			return err
+		}
+		viaMount, nbytes, mountReqs = append(viaMount, times[arrayV2]...), n, s3Proxy.take()
+
+		s3Proxy.take()
+		if err := mountCold(); err != nil {
+			return err
+		}
+		times, _, err = b.python("files-unbuffered", 0, 1, arrayV2)
+		if err != nil {
+			return err
+		}
+		catFiles, catReqs = append(catFiles, times[arrayV2]...), s3Proxy.take()
+
+		webProxy.take()
+		d, err := zarritaRead(script, webProxy.srv.URL, spec.name)
+		if err != nil {
+			return err
+		}
+		direct, directReqs = append(direct, d), webProxy.take()
+	}
+	b.add(row{
+		name:   "zarr-python via MNT/v2 of s3:// vs zarrita direct over HTTP",
+		zarrfs: rate(nbytes, viaMount.median()), ref: rate(nbytes, direct.median()),
+		ratio: ratio(direct, viaMount), atLeast: 1.0, spread: max(direct.spread(), viaMount.spread()),
+	})
+	b.add(row{
+		name:   "open+read every chunk file of v2/ in key order vs zarrita direct",
+		zarrfs: rate(nbytes, catFiles.median()), ref: rate(nbytes, direct.median()),
+		ratio: ratio(direct, catFiles), spread: max(direct.spread(), catFiles.spread()),
+	})
+	fewer := total(mountReqs) <= total(directReqs)
+	b.add(row{
+		name:   fmt.Sprintf("requests: zarr-python via mount %v; cat %v; zarrita %v", mountReqs, catReqs, directReqs),
+		zarrfs: fmt.Sprint(total(mountReqs)), ref: fmt.Sprint(total(directReqs)),
+		check: "<= zarrita's", pass: &fewer,
+	})
+	return nil
+}
+
+// zarritaRead times zarrita reading the array at path of the store at url.
+func zarritaRead(script, url, path string) (time.Duration, error) {
+	cmd := exec.Command("node", script, url, path)
+	cmd.Dir = filepath.Dir(script)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("zarrita read: %v\n%s", err, out)
+	}
+	var r struct{ Seconds float64 }
+	if err := json.Unmarshal(out, &r); err != nil {
+		return 0, fmt.Errorf("zarrita printed %q: %v", out, err)
+	}
+	return time.Duration(r.Seconds * float64(time.Second)), nil
+}
