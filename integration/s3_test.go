@@ -353,3 +353,72 @@ func TestS3Crash(t *testing.T) {
 		}
 	}
 }
+
+// TestS3DiskCache reads every chunk file of an array through an s3://
+// mount with --cache-dir, then again through a new mount with the same
+// directory: the second read fetches no chunk (each shard index costs one
+// conditional request, answered 304 without a body). After the shards are
+// replaced in the bucket, a third mount serves the new bytes.
+func TestS3DiskCache(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.Bucket(t, "zarr")
+	dir := t.TempDir()
+	arrays := zarrtest.WriteV3Store(t, dir)
+	srv.Upload(t, dir, "zarr", "dc")
+	endpoint, counter := countingProxy(t, srv)
+	useS3(t, srv, endpoint)
+	h := openView(t, dir)
+	var a *zarr.Array
+	for _, g := range arrays {
+		if n, _ := h.Node(g.Path); g.Sharded && n.Array.Sharding() != nil && len(n.Array.Shape) == 2 {
+			a = n.Array
+			break
+		}
+	}
+	cacheDir := t.TempDir()
+	readAll := func() map[string][]byte {
+		m := mount(t, "s3://zarr/dc", "--ro", "--s3-path-style", "--cache-dir", cacheDir)
+		defer m.Stop()
+		counter.take()
+		files := map[string][]byte{}
+		err := filepath.WalkDir(filepath.Join(m.Dir, "v3", a.Path, "c"), func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			rel, _ := filepath.Rel(m.Dir, p)
+			files[rel] = b
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return files
+	}
+	first := readAll()
+	cold := counter.take()
+	second := readAll()
+	warm := counter.take()
+	t.Logf("%d chunk files; first mount: %v; second mount, same --cache-dir: %v", len(first), cold, warm)
+	if fmt.Sprint(first) != fmt.Sprint(second) {
+		t.Fatal("the second mount read other bytes")
+	}
+	if warm["ranged GET"] != 0 || warm["GET"] != 0 || warm["suffix GET"] > cold["suffix GET"] {
+		t.Errorf("with the disk cache, reading again sent %v; want no chunk fetched", warm)
+	}
+	// Replace the array's shards with scrambled ones (same content, other
+	// layout): the cache must not serve the old layout's ranges.
+	local, err := store.OpenDir(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	if err := zarrtest.ScrambleShards(t.Context(), local, a); err != nil {
+		t.Fatal(err)
+	}
+	srv.Upload(t, filepath.Join(dir, a.Path), "zarr", "dc/"+a.Path)
+	third := readAll()
+	if fmt.Sprint(first) != fmt.Sprint(third) {
+		t.Error("after the shards were rewritten in another layout, the mount with the disk cache read other chunk bytes")
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/zarrfs/zarrfs/cache/diskcache"
 	"github.com/zarrfs/zarrfs/fs"
 	"github.com/zarrfs/zarrfs/fs/keyspace"
 	"github.com/zarrfs/zarrfs/zarr"
@@ -27,6 +28,8 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	allowOther := flags.Bool("allow-other", false, "let other users access the mount")
 	logLevel := flags.String("log-level", "info", "debug, info, warn or error (debug also logs every FUSE request)")
 	cacheSize := flags.String("cache-size", "256MiB", "bound of the shard index and chunk cache (e.g. 64MiB, 1GiB, or bytes)")
+	cacheDir := flags.String("cache-dir", "", "keep shard indexes and chunks of remote stores in this directory across mounts (default: none)")
+	cacheDirSize := flags.String("cache-dir-size", "10GiB", "bound of --cache-dir")
 	readAhead := flags.Int("read-ahead", 2, "transcoded chunks to prepare ahead of a reader reading chunks in key order (0: none)")
 	statsInterval := flags.Duration("stats-interval", 0, "log the counters of MNT/.zarrfs/stats this often (e.g. 1m; 0: never)")
 	sf := addStoreFlags(flags)
@@ -121,7 +124,17 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			}
 		}
 	}
-	ks := keyspace.New(h, keyspace.Options{V2Separator: *sep, CacheBytes: cacheBytes, Logger: logger, Writer: writer, Unpublished: unpublished, ReadAhead: *readAhead})
+	var disk *diskcache.Cache
+	if *cacheDir != "" {
+		size, err := parseSize(*cacheDirSize)
+		if err != nil {
+			return fail(stderr, fmt.Errorf("--cache-dir-size: %v", err))
+		}
+		if disk, err = diskcache.Open(*cacheDir, size); err != nil {
+			return fail(stderr, fmt.Errorf("--cache-dir: %v", err))
+		}
+	}
+	ks := keyspace.New(h, keyspace.Options{V2Separator: *sep, CacheBytes: cacheBytes, Logger: logger, Writer: writer, Unpublished: unpublished, ReadAhead: *readAhead, DiskCache: disk})
 	defer ks.Close()
 	server, err := fs.Mount(mnt, ks, fs.Options{
 		Views: views, ReadOnly: *readOnly, AllowOther: *allowOther,

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/zarrfs/zarrfs/cache"
+	"github.com/zarrfs/zarrfs/cache/diskcache"
 	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/writeback"
@@ -77,6 +78,9 @@ type Options struct {
 	// Unpublished are updates in journals of writers that died, which
 	// read-only views show (with a Writer, they were replayed already).
 	Unpublished *writeback.Overlay
+	// DiskCache, for stores read by ranges, keeps shard indexes and chunk
+	// bytes on local disk across mounts; nil keeps none.
+	DiskCache *diskcache.Cache
 	// ReadAhead is how many transcoded chunks are prepared ahead of a
 	// reader reading an array's chunks in key order; 0 reads none ahead.
 	ReadAhead int

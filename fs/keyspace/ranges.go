@@ -34,6 +34,12 @@ func (av *arrayView) readRange(ctx context.Context, loc location) ([]byte, error
 	// must not fail theirs.
 	ctx = context.WithoutCancel(ctx)
 	v, err := f.cache.GetOrLoad(rangeKey(loc.key, loc.gen, loc.off), func() (any, int64, error) {
+		dc := f.opts.DiskCache
+		if dc != nil {
+			if b, ok := dc.Get(diskRangeKey(f.store, loc.key, loc.gen, loc.off, loc.n)); ok && int64(len(b)) == loc.n {
+				return b, int64(len(b)), nil
+			}
+		}
 		run := av.run(ctx, loc)
 		start, last := run[0].off, run[len(run)-1]
 		buf := make([]byte, last.off+last.n-start)
@@ -51,6 +57,11 @@ func (av *arrayView) readRange(ctx context.Context, loc location) ([]byte, error
 		for _, r := range run[1:] {
 			b := bytes.Clone(buf[r.off-start : r.off-start+r.n])
 			f.cache.Add(rangeKey(loc.key, loc.gen, r.off), b, int64(len(b)))
+		}
+		if dc != nil {
+			for _, r := range run {
+				dc.Put(diskRangeKey(f.store, loc.key, loc.gen, r.off, r.n), buf[r.off-start:r.off-start+r.n])
+			}
 		}
 		b := bytes.Clone(buf[:loc.n])
 		return b, int64(len(b)), nil

@@ -95,6 +95,10 @@ func (av *arrayView) loadObject(ctx context.Context, key string, prev *objectSta
 		}
 		return s
 	}
+	if prev == nil {
+		// An index kept on disk by an earlier mount, revalidated below.
+		prev = av.cachedIndex(key)
+	}
 	var cond store.Cond
 	if prev != nil && prev.exists {
 		cond.IfNoneMatch = prev.info.Generation
@@ -116,6 +120,7 @@ func (av *arrayView) loadObject(ctx context.Context, key string, prev *objectSta
 	if s.err != nil {
 		av.fs.logOnce(ctx, key, "unreadable shard index: its inner chunks give EIO", "error", s.err)
 	}
+	av.keepIndex(s)
 	return s
 }
 

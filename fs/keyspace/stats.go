@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/zarrfs/zarrfs/cache"
+	"github.com/zarrfs/zarrfs/cache/diskcache"
 	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/writeback"
 )
@@ -30,6 +31,8 @@ type Stats struct {
 	Requests map[string]uint64 `json:"requests,omitempty"`
 	// Unpublished counts the written inner chunks not yet in their shards.
 	Unpublished int `json:"unpublished"`
+	// DiskCache counts the disk cache's use (Options.DiskCache).
+	DiskCache *diskcache.Stats `json:"disk_cache,omitempty"`
 	// Transcodes counts chunks re-encoded for a view, the misses of the
 	// cache of transcoded chunks.
 	Transcodes uint64 `json:"transcodes"`
@@ -71,6 +74,7 @@ func (f *FS) Stats() Stats {
 		Coalesced:   f.counts.coalesced.Load(),
 		Requests:    requestCounts(f.store),
 		Unpublished: unpublished(f.opts.Writer),
+		DiskCache:   diskStats(f.opts.DiskCache),
 		Transcodes:  f.counts.transcodes.Load(),
 		ReadAhead:   f.readAhead.ahead.Load(),
 		Served: Served{
@@ -94,4 +98,12 @@ func unpublished(w *writeback.Writer) int {
 		return 0
 	}
 	return w.Unpublished()
+}
+
+func diskStats(c *diskcache.Cache) *diskcache.Stats {
+	if c == nil {
+		return nil
+	}
+	st := c.Stats()
+	return &st
 }

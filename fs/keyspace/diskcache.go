@@ -1,0 +1,70 @@
+package keyspace
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/zarrfs/zarrfs/zarr/store"
+)
+
+// The disk cache (Options.DiskCache) keeps, for stores read by ranges,
+// what a mount fetched so that a remount does not fetch it again: shard
+// indexes with the generation they belong to (revalidated with one
+// conditional request, which costs no body when the shard is unchanged)
+// and chunk bytes by shard generation and offset (never stale).
+
+// diskIndex is a shard index as the disk cache keeps it.
+type diskIndex struct {
+	Generation store.Generation
+	Size       int64
+	ModTime    time.Time
+	Index      []byte // encoded as in the shard
+}
+
+func (av *arrayView) diskIndexKey(key string) string {
+	return fmt.Sprintf("index\x00%s\x00%s", av.fs.store, key)
+}
+
+func diskRangeKey(s store.Store, key string, gen store.Generation, off, n int64) string {
+	return fmt.Sprintf("range\x00%s\x00%s\x00%s\x00%d\x00%d", s, key, gen, off, n)
+}
+
+// cachedIndex returns the state of the shard at key the disk cache holds,
+// to be revalidated; nil when it holds none.
+func (av *arrayView) cachedIndex(key string) *objectState {
+	dc := av.fs.opts.DiskCache
+	if dc == nil || av.fs.files != nil {
+		return nil
+	}
+	b, ok := dc.Get(av.diskIndexKey(key))
+	if !ok {
+		return nil
+	}
+	var d diskIndex
+	if json.Unmarshal(b, &d) != nil {
+		return nil
+	}
+	ix, err := av.shard.DecodeIndex(d.Index, d.Size)
+	if err != nil {
+		return nil
+	}
+	s := &objectState{key: key, exists: true, info: store.Info{Size: d.Size, ModTime: d.ModTime, Generation: d.Generation}, index: ix, gen: av.fs.generation(key).Load()}
+	return s
+}
+
+// keepIndex writes a shard's index to the disk cache.
+func (av *arrayView) keepIndex(s *objectState) {
+	dc := av.fs.opts.DiskCache
+	if dc == nil || av.fs.files != nil || s.index == nil || s.err != nil {
+		return
+	}
+	enc, err := av.shard.EncodeIndex(s.index)
+	if err != nil {
+		return
+	}
+	b, err := json.Marshal(diskIndex{Generation: s.info.Generation, Size: s.info.Size, ModTime: s.info.ModTime, Index: enc})
+	if err == nil {
+		dc.Put(av.diskIndexKey(s.key), b)
+	}
+}
