@@ -175,6 +175,7 @@ func (f *File) open(ctx context.Context, fresh bool) (*Handle, error) {
 			if errors.Is(err, errStale) {
 				continue
 			}
+			f.fs.readAhead.after(f.arr, f.coords)
 			if err == nil {
 				err = f.verifyTrailer(ctx, loc, b)
 			}

@@ -3,6 +3,7 @@ package keyspace
 import (
 	"context"
 	"iter"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -55,6 +56,16 @@ func (av *arrayView) candidates(ctx context.Context) iter.Seq2[[]int, error] {
 			}
 		}
 	}
+}
+
+// unlisted reports whether the cached listing of the array, if there is
+// one, lacks the chunk (shard) at objCoords: a probe for it would only
+// find it missing.
+func (av *arrayView) unlisted(objCoords []int) bool {
+	av.fs.lists.mu.Lock()
+	defer av.fs.lists.mu.Unlock()
+	l, ok := av.fs.lists.arrays[av.a.Path]
+	return ok && !slices.ContainsFunc(l.coords, func(c []int) bool { return slices.Equal(c, objCoords) })
 }
 
 // forget drops the cached listings of the arrays a store key lies in, so a

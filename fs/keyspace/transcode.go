@@ -58,8 +58,9 @@ func (av *arrayView) transcodeKey(coords []int, gen store.Generation) string {
 // cat of a directory, cp -r, and zarr-python reading a region do). A
 // transcode costs a decode and an encode, which then run on a CPU the
 // reader leaves idle instead of between its requests. Pass-through chunks
-// need none: they are byte ranges of the shard, which the kernel reads
-// ahead itself.
+// of local files need none: they are byte ranges of the shard, which the
+// kernel reads ahead itself; those of stores read by ranges are fetched
+// ahead (fetchAhead).
 type readAhead struct {
 	depth int           // chunks prepared ahead of the reader; 0: none
 	slots chan struct{} // one per background transcode under way
@@ -94,6 +95,17 @@ func (r *readAhead) after(av *arrayView, coords []int) {
 	if !sequential {
 		return
 	}
+	if av.target == nil { // pass-through from a store read by ranges
+		select {
+		case r.slots <- struct{}{}:
+			r.work.Go(func() {
+				defer func() { <-r.slots }()
+				r.fetchAhead(av, coords)
+			})
+		default:
+		}
+		return
+	}
 	next := coords
 	for range r.depth {
 		if next = av.nextChunk(next); next == nil {
@@ -109,6 +121,36 @@ func (r *readAhead) after(av *arrayView, coords []int) {
 			defer func() { <-r.slots }()
 			r.prepare(av, coords)
 		})
+	}
+}
+
+// remoteAhead is how far in key order fetchAhead looks for a chunk that
+// is not cached yet: at a few hundred microseconds per cached chunk a
+// reader takes longer to get there than a round trip to a remote store.
+const remoteAhead = 256
+
+// fetchAhead fetches, for a reader of a store read by ranges, the run of
+// the first chunk after coords that is not cached yet (loading its shard's
+// index if need be), so that a sequential reader finds the next shard
+// fetched when it gets there instead of waiting for two round trips.
+func (r *readAhead) fetchAhead(av *arrayView, coords []int) {
+	ctx := context.Background()
+	next := coords
+	for range remoteAhead {
+		if next = av.nextChunk(next); next == nil {
+			return
+		}
+		if objCoords, _ := av.a.InnerChunk(next); av.unlisted(objCoords) {
+			continue
+		}
+		loc, ok, err := av.locate(ctx, next, false)
+		if err != nil || !ok || loc.data != nil || av.fs.cache.Contains(rangeKey(loc.key, loc.gen, loc.off)) {
+			continue
+		}
+		if _, err := av.readRange(ctx, loc); err == nil {
+			r.ahead.Add(1)
+		}
+		return
 	}
 }
 
