@@ -157,6 +157,10 @@ func (b *binding) mapError(ctx context.Context, op, path string, err error) sysc
 		return syscall.EEXIST
 	case errors.Is(err, keyspace.ErrTooLarge):
 		return syscall.EFBIG
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		// The journal could not take the write: nothing was acknowledged.
+		b.opts.Logger.WarnContext(ctx, op+" failed: no space for the journal", "path", path, "error", err)
+		return syscall.ENOSPC
 	}
 	b.opts.Logger.ErrorContext(ctx, op+" failed", "path", path, "error", err)
 	return syscall.EIO
