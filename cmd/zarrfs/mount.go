@@ -12,6 +12,7 @@ import (
 	"runtime/pprof"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/zarrfs/zarrfs/cache/diskcache"
 	"github.com/zarrfs/zarrfs/fs"
@@ -30,6 +31,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cacheSize := flags.String("cache-size", "256MiB", "bound of the shard index and chunk cache (e.g. 64MiB, 1GiB, or bytes)")
 	cacheDir := flags.String("cache-dir", "", "keep shard indexes and chunks of remote stores in this directory across mounts (default: none)")
 	cacheDirSize := flags.String("cache-dir-size", "10GiB", "bound of --cache-dir")
+	revalidate := flags.Duration("revalidate", time.Second, "how long a cached shard index (and, on object stores, an array's listing) is trusted before the store is asked again")
 	readAhead := flags.Int("read-ahead", 2, "transcoded chunks to prepare ahead of a reader reading chunks in key order (0: none)")
 	statsInterval := flags.Duration("stats-interval", 0, "log the counters of MNT/.zarrfs/stats this often (e.g. 1m; 0: never)")
 	sf := addStoreFlags(flags)
@@ -52,6 +54,9 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cacheBytes, err := parseSize(*cacheSize)
 	if err != nil {
 		return fail(stderr, fmt.Errorf("--cache-size: %v", err))
+	}
+	if *revalidate <= 0 {
+		return fail(stderr, fmt.Errorf("--revalidate must be positive"))
 	}
 	if *readAhead < 0 {
 		return fail(stderr, fmt.Errorf("--read-ahead must not be negative"))
@@ -134,7 +139,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return fail(stderr, fmt.Errorf("--cache-dir: %v", err))
 		}
 	}
-	ks := keyspace.New(h, keyspace.Options{V2Separator: *sep, CacheBytes: cacheBytes, Logger: logger, Writer: writer, Unpublished: unpublished, ReadAhead: *readAhead, DiskCache: disk})
+	ks := keyspace.New(h, keyspace.Options{V2Separator: *sep, CacheBytes: cacheBytes, Logger: logger, Writer: writer, Unpublished: unpublished, ReadAhead: *readAhead, DiskCache: disk, Revalidate: *revalidate})
 	defer ks.Close()
 	server, err := fs.Mount(mnt, ks, fs.Options{
 		Views: views, ReadOnly: *readOnly, AllowOther: *allowOther,
