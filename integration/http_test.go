@@ -79,9 +79,10 @@ func TestHTTPReads(t *testing.T) {
 }
 
 // TestHTTPFaults puts failures between the mount and the web server:
-// every third request answered 503 (retried: reads succeed), and one
-// shard that always answers 500 (its chunk files fail with EIO, the
-// others read; nothing hangs and the mount unmounts cleanly).
+// every third request answered 503 and some others cut in the middle of
+// their bodies (retried: reads succeed), and one shard that always
+// answers 500 (its chunk files fail with EIO, the others read; nothing
+// hangs and the mount unmounts cleanly).
 func TestHTTPFaults(t *testing.T) {
 	dir := t.TempDir()
 	arrays := zarrtest.WriteV3Store(t, dir)
@@ -105,6 +106,12 @@ func TestHTTPFaults(t *testing.T) {
 			http.Error(w, "broken", http.StatusInternalServerError)
 		case n.Add(1)%3 == 0:
 			http.Error(w, "slow down", http.StatusServiceUnavailable)
+		case n.Load()%5 == 0:
+			// The connection drops in the middle of the body.
+			w.Header().Set("Content-Length", "1000000")
+			w.WriteHeader(http.StatusOK)
+			w.Write([]byte("partial"))
+			panic(http.ErrAbortHandler)
 		default:
 			http.FileServer(http.Dir(dir)).ServeHTTP(w, r)
 		}
@@ -135,7 +142,7 @@ func TestHTTPFaults(t *testing.T) {
 			break
 		}
 	}
-	t.Logf("%d chunk files read through 503s, %d of the failing shard gave EIO", good, bad)
+	t.Logf("%d chunk files read through 503s and cut bodies, %d of the failing shard gave EIO", good, bad)
 	if !strings.Contains(m.Log(), "HTTP 500") {
 		t.Errorf("the log does not name the failing status:\n%s", m.Log())
 	}

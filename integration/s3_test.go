@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/zarrfs/zarrfs/integration"
@@ -297,7 +299,8 @@ func TestS3TwoMounts(t *testing.T) {
 // TestS3Crash kills an s3:// mount with SIGKILL right after its writes
 // returned, before it publishes them: `zarrfs check` names the journal it
 // left on local disk (exit 1), a --ro mount shows the writes, and `zarrfs
-// recover` publishes them into the bucket.
+// recover` publishes them into the bucket; killed again, the next
+// read-write mount replays its journal.
 func TestS3Crash(t *testing.T) {
 	srv := s3test.Start(t)
 	srv.Bucket(t, "zarr")
@@ -350,6 +353,28 @@ func TestS3Crash(t *testing.T) {
 	for i, c := range coords {
 		if b, ok := storedInner(t, got, a, c); !ok || !bytes.Equal(b, content(i)) {
 			t.Errorf("the bucket does not hold the write of inner chunk %v after recover", c)
+		}
+	}
+	// Again, and this time the next read-write mount replays the journal.
+	m = mount(t, url, "--s3-path-style", "--journal-dir", journals)
+	for i, c := range coords {
+		if err := os.WriteFile(filepath.Join(m.Dir, "v3", a.Path, keyIn(a, "v3", c)), content(100+i), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.Kill()
+	m = mount(t, url, "--s3-path-style", "--journal-dir", journals)
+	if err := m.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(m.Log(), "replayed a journal") {
+		t.Errorf("the read-write remount did not replay the journal:\n%s", m.Log())
+	}
+	got = t.TempDir()
+	srv.Download(t, "zarr", "crash", got)
+	for i, c := range coords {
+		if b, ok := storedInner(t, got, a, c); !ok || !bytes.Equal(b, content(100+i)) {
+			t.Errorf("the bucket does not hold the write of inner chunk %v after a read-write remount", c)
 		}
 	}
 }
@@ -421,4 +446,34 @@ func TestS3DiskCache(t *testing.T) {
 	if fmt.Sprint(first) != fmt.Sprint(third) {
 		t.Error("after the shards were rewritten in another layout, the mount with the disk cache read other chunk bytes")
 	}
+}
+
+// TestS3RejectedWrites: garbage chunk bytes, chunk names outside the grid
+// and invalid attributes written through an s3:// mount fail with EINVAL,
+// and the bucket, downloaded after unmounting, holds exactly what was
+// uploaded.
+func TestS3RejectedWrites(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.Bucket(t, "zarr")
+	dir := t.TempDir()
+	zarrtest.WriteV3Store(t, dir)
+	srv.Upload(t, dir, "zarr", "rej")
+	useS3(t, srv, srv.Endpoint)
+	m := mount(t, "s3://zarr/rej", "--s3-path-style", "--journal-dir", t.TempDir())
+	arr := filepath.Join(m.Dir, "v2", "uint16_zstd_end")
+	for _, w := range []struct{ name, data string }{
+		{"0.0", "garbage, not a zstd frame"},
+		{"99.99", "out of the grid"},
+		{".zattrs", "{not json"},
+	} {
+		if err := writeTrunc(filepath.Join(arr, w.name), []byte(w.data)); !errors.Is(err, syscall.EINVAL) {
+			t.Errorf("writing %s: %v, want EINVAL", w.name, err)
+		}
+	}
+	if err := m.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	got := t.TempDir()
+	srv.Download(t, "zarr", "rej", got)
+	requireSameFiles(t, storeFiles(t, dir), storeFiles(t, got))
 }
