@@ -31,6 +31,7 @@ type mountStats struct {
 	Requests    map[string]uint64 `json:"requests"`
 	Coalesced   uint64            `json:"coalesced"`
 	Unpublished int               `json:"unpublished"`
+	Cluster     map[string]any    `json:"cluster"`
 }
 
 // readStats reads the stats file and checks that stat(2) gives its size.

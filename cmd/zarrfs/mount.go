@@ -10,14 +10,17 @@ import (
 	"os/exec"
 	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/zarrfs/zarrfs/cache/cluster"
 	"github.com/zarrfs/zarrfs/cache/diskcache"
 	"github.com/zarrfs/zarrfs/fs"
 	"github.com/zarrfs/zarrfs/fs/keyspace"
 	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/writeback"
 )
 
@@ -31,6 +34,9 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cacheSize := flags.String("cache-size", "256MiB", "bound of the shard index and chunk cache (e.g. 64MiB, 1GiB, or bytes)")
 	cacheDir := flags.String("cache-dir", "", "keep shard indexes and chunks of remote stores in this directory across mounts (default: none)")
 	cacheDirSize := flags.String("cache-dir-size", "10GiB", "bound of --cache-dir")
+	peers := flags.String("peers", "", "peer URLs (http://HOST:PORT,...) of the mounts of other machines sharing one cache for a remote store, this one's included")
+	peerListen := flags.String("peer-listen", "", "HOST:PORT this mount serves its peers on (its peer URL is http://HOST:PORT)")
+	peerToken := flags.String("peer-token", "", "shared secret of the peers (default: $ZARRFS_PEER_TOKEN)")
 	revalidate := flags.Duration("revalidate", time.Second, "how long a cached shard index (and, on object stores, an array's listing) is trusted before the store is asked again")
 	readAhead := flags.Int("read-ahead", 2, "transcoded chunks to prepare ahead of a reader reading chunks in key order (0: none)")
 	statsInterval := flags.Duration("stats-interval", 0, "log the counters of MNT/.zarrfs/stats this often (e.g. 1m; 0: never)")
@@ -139,7 +145,15 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return fail(stderr, fmt.Errorf("--cache-dir: %v", err))
 		}
 	}
-	ks := keyspace.New(h, keyspace.Options{V2Separator: *sep, CacheBytes: cacheBytes, Logger: logger, Writer: writer, Unpublished: unpublished, ReadAhead: *readAhead, DiskCache: disk, Revalidate: *revalidate})
+	var peerCache *cluster.Cluster
+	if *peers != "" || *peerListen != "" {
+		if peerCache, err = startCluster(s, *peers, *peerListen, *peerToken, cacheBytes); err != nil {
+			return fail(stderr, err)
+		}
+		defer peerCache.Close()
+		logger.Info("joined the peers' cache", "self", "http://"+*peerListen, "peers", *peers)
+	}
+	ks := keyspace.New(h, keyspace.Options{Cluster: peerCache, V2Separator: *sep, CacheBytes: cacheBytes, Logger: logger, Writer: writer, Unpublished: unpublished, ReadAhead: *readAhead, DiskCache: disk, Revalidate: *revalidate})
 	defer ks.Close()
 	server, err := fs.Mount(mnt, ks, fs.Options{
 		Views: views, ReadOnly: *readOnly, AllowOther: *allowOther,
@@ -281,4 +295,27 @@ func unmount(mnt string, lazy bool) error {
 		return fmt.Errorf("%v: %s", err, strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+// startCluster joins the mount to the cache its peers share.
+func startCluster(s store.Store, peers, listen, token string, cacheBytes int64) (*cluster.Cluster, error) {
+	if peers == "" || listen == "" {
+		return nil, fmt.Errorf("--peers and --peer-listen go together")
+	}
+	if token == "" {
+		token = os.Getenv("ZARRFS_PEER_TOKEN")
+	}
+	if token == "" {
+		return nil, fmt.Errorf("a cluster needs --peer-token or $ZARRFS_PEER_TOKEN: the peer port is otherwise open to anyone who reaches it")
+	}
+	if _, ok := s.(store.Opener); ok {
+		return nil, fmt.Errorf("--peers shares the cache of remote stores (s3://, http(s)://); %s is local", s)
+	}
+	self := "http://" + listen
+	list := strings.Split(peers, ",")
+	if !slices.Contains(list, self) {
+		list = append(list, self)
+	}
+	accept, load := keyspace.PeerKeys(s)
+	return cluster.Start(cluster.Options{Self: self, Listen: listen, Peers: list, Token: token, CacheBytes: cacheBytes, Accept: accept, Load: load})
 }

@@ -20,7 +20,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/golang/groupcache/singleflight"
+
 	"github.com/zarrfs/zarrfs/cache"
+	"github.com/zarrfs/zarrfs/cache/cluster"
 	"github.com/zarrfs/zarrfs/cache/diskcache"
 	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/store"
@@ -78,6 +81,9 @@ type Options struct {
 	// Unpublished are updates in journals of writers that died, which
 	// read-only views show (with a Writer, they were replayed already).
 	Unpublished *writeback.Overlay
+	// Cluster, for stores read by ranges, shares shard indexes and chunk
+	// bytes with the mounts of other machines (see PeerKeys); nil: none.
+	Cluster *cluster.Cluster
 	// DiskCache, for stores read by ranges, keeps shard indexes and chunk
 	// bytes on local disk across mounts; nil keeps none.
 	DiskCache *diskcache.Cache
@@ -96,6 +102,7 @@ type FS struct {
 	// directories); on others chunks are read by range (nil).
 	files  *fileCache
 	lists  listings
+	flight singleflight.Group // fetches of runs, which several chunks wait for
 	counts counters
 	// readAhead prepares transcoded chunks ahead of sequential readers.
 	readAhead *readAhead

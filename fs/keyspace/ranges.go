@@ -12,12 +12,14 @@ import (
 )
 
 // Stores that do not open files (object stores, web servers) cost a round
-// trip per request, so chunk bytes are fetched in runs: the chunk asked
-// for and the chunks stored after it in its shard, while the gaps between
-// them stay under coalesceGap and the run under coalesceMax, with one
-// ranged read. The run's chunks wait in the cache for the reader, which
-// (a legacy reader opens chunk files in key order, one at a time) then
-// reads a shard with few requests instead of one per chunk.
+// trip per request, so chunk bytes are fetched in runs: the stored chunks
+// of a shard, in offset order, are cut into runs whose gaps stay under
+// coalesceGap and whose span stays under coalesceMax, and a miss fetches
+// the whole run of its chunk with one ranged read. The run's chunks wait
+// in the cache for the reader, which (a legacy reader opens chunk files in
+// key order, one at a time) then reads a shard with few requests instead
+// of one per chunk. Runs depend on the shard's index alone, so every mount
+// of a cluster names the same ones (see rangeKey).
 const (
 	coalesceGap = 1 << 20
 	coalesceMax = 8 << 20
@@ -27,13 +29,13 @@ const (
 type storedRange struct{ off, n int64 }
 
 // readRange returns a chunk's stored bytes from a store read by ranges,
-// fetching the run of chunks that starts with it unless it is cached.
+// fetching its run unless it is cached.
 func (av *arrayView) readRange(ctx context.Context, loc location) ([]byte, error) {
 	f := av.fs
 	// Other readers wait for this load: one reader's interrupted request
 	// must not fail theirs.
 	ctx = context.WithoutCancel(ctx)
-	v, err := f.cache.GetOrLoad(rangeKey(loc.key, loc.gen, loc.off), func() (any, int64, error) {
+	v, err := f.cache.GetOrLoad(chunkRangeKey(loc), func() (any, int64, error) {
 		dc := f.opts.DiskCache
 		if dc != nil {
 			if b, ok := dc.Get(diskRangeKey(f.store, loc.key, loc.gen, loc.off, loc.n)); ok && int64(len(b)) == loc.n {
@@ -42,28 +44,24 @@ func (av *arrayView) readRange(ctx context.Context, loc location) ([]byte, error
 		}
 		run := av.run(ctx, loc)
 		start, last := run[0].off, run[len(run)-1]
-		buf := make([]byte, last.off+last.n-start)
-		f.counts.rangeReads.Add(1)
-		if len(run) > 1 {
-			f.counts.coalesced.Add(uint64(len(run) - 1))
-		}
-		err := f.store.ReadAt(ctx, loc.key, loc.gen, buf, start)
-		if errors.Is(err, store.ErrPrecondition) {
-			return nil, 0, errStale
-		}
+		span := storedRange{start, last.off + last.n - start}
+		v, err := f.flight.Do(rangeKey(f.store, loc.key, loc.gen, span), func() (any, error) {
+			return av.fetchRange(ctx, loc, span, len(run))
+		})
 		if err != nil {
 			return nil, 0, err
 		}
-		for _, r := range run[1:] {
-			b := bytes.Clone(buf[r.off-start : r.off-start+r.n])
-			f.cache.Add(rangeKey(loc.key, loc.gen, r.off), b, int64(len(b)))
-		}
-		if dc != nil {
-			for _, r := range run {
+		buf := v.([]byte)
+		for _, r := range run {
+			if r.off != loc.off {
+				b := bytes.Clone(buf[r.off-start : r.off-start+r.n])
+				f.cache.Add(chunkRangeKey(location{key: loc.key, gen: loc.gen, off: r.off}), b, int64(len(b)))
+			}
+			if dc != nil {
 				dc.Put(diskRangeKey(f.store, loc.key, loc.gen, r.off, r.n), buf[r.off-start:r.off-start+r.n])
 			}
 		}
-		b := bytes.Clone(buf[:loc.n])
+		b := bytes.Clone(buf[loc.off-start : loc.off-start+loc.n])
 		return b, int64(len(b)), nil
 	})
 	if err != nil {
@@ -72,32 +70,73 @@ func (av *arrayView) readRange(ctx context.Context, loc location) ([]byte, error
 	return v.([]byte), nil
 }
 
-// run returns the chunk at loc and the chunks stored after it in its shard
-// that one ranged read should fetch with it: near enough, not cached yet.
-func (av *arrayView) run(ctx context.Context, loc location) []storedRange {
-	run := []storedRange{{loc.off, loc.n}}
-	s, err := av.object(ctx, loc.key, false)
-	if err != nil || s.index == nil || s.info.Generation != loc.gen {
-		return run
+// fetchRange reads span of the shard at loc's generation: from the
+// cluster when there is one (the span's owner reads it from the store
+// once for every mount), else from the store.
+func (av *arrayView) fetchRange(ctx context.Context, loc location, span storedRange, chunks int) ([]byte, error) {
+	f := av.fs
+	if chunks > 1 {
+		f.counts.coalesced.Add(uint64(chunks - 1))
 	}
-	var after []storedRange
-	for i := range s.index.Len() {
-		if off, n, ok := s.index.Chunk(i); ok && off > loc.off {
-			after = append(after, storedRange{off, n})
+	if c := f.opts.Cluster; c != nil {
+		b, err := c.Get(ctx, rangeKey(f.store, loc.key, loc.gen, span))
+		if err == nil && int64(len(b)) != span.n {
+			err = fmt.Errorf("%s: the cluster gave %d bytes for a range of %d", loc.key, len(b), span.n)
 		}
-	}
-	slices.SortFunc(after, func(a, b storedRange) int { return cmp.Compare(a.off, b.off) })
-	end := loc.off + loc.n
-	for _, r := range after {
-		if r.off-end > coalesceGap || r.off+r.n-loc.off > coalesceMax || av.fs.cache.Contains(rangeKey(loc.key, loc.gen, r.off)) {
-			break
+		if errors.Is(err, store.ErrPrecondition) {
+			return nil, errStale
 		}
-		run = append(run, r)
-		end = r.off + r.n
+		return b, err
 	}
-	return run
+	f.counts.rangeReads.Add(1)
+	buf := make([]byte, span.n)
+	err := f.store.ReadAt(ctx, loc.key, loc.gen, buf, span.off)
+	if errors.Is(err, store.ErrPrecondition) {
+		return nil, errStale
+	}
+	return buf, err
 }
 
-func rangeKey(key string, gen store.Generation, off int64) string {
-	return fmt.Sprintf("raw\x00%s\x00%s\x00%d", key, gen, off)
+// run returns the run of the chunk at loc: the stored chunks of its shard
+// that one ranged read fetches together. Without the shard's index (an
+// unsharded chunk) it is the chunk alone.
+func (av *arrayView) run(ctx context.Context, loc location) []storedRange {
+	alone := []storedRange{{loc.off, loc.n}}
+	s, err := av.object(ctx, loc.key, false)
+	if err != nil || s.index == nil || s.info.Generation != loc.gen {
+		return alone
+	}
+	var stored []storedRange
+	for i := range s.index.Len() {
+		if off, n, ok := s.index.Chunk(i); ok {
+			stored = append(stored, storedRange{off, n})
+		}
+	}
+	slices.SortFunc(stored, func(a, b storedRange) int { return cmp.Compare(a.off, b.off) })
+	var run []storedRange
+	for _, r := range stored {
+		if len(run) > 0 {
+			first, last := run[0], run[len(run)-1]
+			if r.off-(last.off+last.n) > coalesceGap || r.off+r.n-first.off > coalesceMax {
+				if containsOffset(run, loc.off) {
+					return run
+				}
+				run = run[:0]
+			}
+		}
+		run = append(run, r)
+	}
+	if containsOffset(run, loc.off) {
+		return run
+	}
+	return alone
+}
+
+func containsOffset(run []storedRange, off int64) bool {
+	return slices.ContainsFunc(run, func(r storedRange) bool { return r.off == off })
+}
+
+// chunkRangeKey is the local cache key of one chunk's stored bytes.
+func chunkRangeKey(loc location) string {
+	return fmt.Sprintf("raw\x00%s\x00%s\x00%d", loc.key, loc.gen, loc.off)
 }

@@ -99,11 +99,23 @@ func (av *arrayView) loadObject(ctx context.Context, key string, prev *objectSta
 		// An index kept on disk by an earlier mount, revalidated below.
 		prev = av.cachedIndex(key)
 	}
-	var cond store.Cond
-	if prev != nil && prev.exists {
-		cond.IfNoneMatch = prev.info.Generation
+	var ix *sharding.Index
+	var info store.Info
+	var err error
+	if av.fs.opts.Cluster != nil && av.fs.files == nil && av.fs.generation(key).Load() == 0 {
+		// One load per revalidation interval for the whole cluster; a
+		// shard this process rewrote is read from the store itself.
+		ix, info, err = av.clusterShardIndex(ctx, key)
+		if err == nil && prev != nil && prev.exists && prev.err == nil && info.Generation == prev.info.Generation {
+			return unchanged()
+		}
+	} else {
+		var cond store.Cond
+		if prev != nil && prev.exists {
+			cond.IfNoneMatch = prev.info.Generation
+		}
+		ix, info, err = av.a.ReadShardIndex(ctx, key, cond)
 	}
-	ix, info, err := av.a.ReadShardIndex(ctx, key, cond)
 	switch {
 	case errors.Is(err, store.ErrNotModified):
 		return unchanged()

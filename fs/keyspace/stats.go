@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/zarrfs/zarrfs/cache"
+	"github.com/zarrfs/zarrfs/cache/cluster"
 	"github.com/zarrfs/zarrfs/cache/diskcache"
 	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/writeback"
@@ -33,6 +34,8 @@ type Stats struct {
 	Unpublished int `json:"unpublished"`
 	// DiskCache counts the disk cache's use (Options.DiskCache).
 	DiskCache *diskcache.Stats `json:"disk_cache,omitempty"`
+	// Cluster counts the cluster cache's use (Options.Cluster).
+	Cluster *cluster.Stats `json:"cluster,omitempty"`
 	// Transcodes counts chunks re-encoded for a view, the misses of the
 	// cache of transcoded chunks.
 	Transcodes uint64 `json:"transcodes"`
@@ -75,6 +78,7 @@ func (f *FS) Stats() Stats {
 		Requests:    requestCounts(f.store),
 		Unpublished: unpublished(f.opts.Writer),
 		DiskCache:   diskStats(f.opts.DiskCache),
+		Cluster:     clusterStats(f.opts.Cluster),
 		Transcodes:  f.counts.transcodes.Load(),
 		ReadAhead:   f.readAhead.ahead.Load(),
 		Served: Served{
@@ -101,6 +105,14 @@ func unpublished(w *writeback.Writer) int {
 }
 
 func diskStats(c *diskcache.Cache) *diskcache.Stats {
+	if c == nil {
+		return nil
+	}
+	st := c.Stats()
+	return &st
+}
+
+func clusterStats(c *cluster.Cluster) *cluster.Stats {
 	if c == nil {
 		return nil
 	}

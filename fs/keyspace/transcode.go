@@ -144,7 +144,7 @@ func (r *readAhead) fetchAhead(av *arrayView, coords []int) {
 			continue
 		}
 		loc, ok, err := av.locate(ctx, next, false)
-		if err != nil || !ok || loc.data != nil || av.fs.cache.Contains(rangeKey(loc.key, loc.gen, loc.off)) {
+		if err != nil || !ok || loc.data != nil || av.fs.cache.Contains(chunkRangeKey(loc)) {
 			continue
 		}
 		if _, err := av.readRange(ctx, loc); err == nil {

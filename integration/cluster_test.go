@@ -1,0 +1,117 @@
+package integration_test
+
+import (
+	"bytes"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/zarrfs/zarrfs/cache/cluster"
+	"github.com/zarrfs/zarrfs/integration"
+	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/nd"
+	"github.com/zarrfs/zarrfs/zarr/store/s3store/s3test"
+	"github.com/zarrfs/zarrfs/zarr/zarrtest"
+)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// TestCluster mounts one s3:// store three times as peers of one cache
+// (as on three machines) and reads every chunk file of an array through
+// each in turn: the second and third mounts fetch no chunk bytes from the
+// store, which the three together ask at most 1.1 times what one mount
+// does, and all three read the original bytes. A peer request without
+// the token, or for a store the node does not mount, is refused.
+func TestCluster(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.Bucket(t, "zarr")
+	dir := t.TempDir()
+	arrays := zarrtest.WriteV3Store(t, dir)
+	srv.Upload(t, dir, "zarr", "cl")
+	endpoint, counter := countingProxy(t, srv)
+	useS3(t, srv, endpoint)
+	t.Setenv("ZARRFS_PEER_TOKEN", "s3cret")
+	h := openView(t, dir)
+	var a *zarr.Array
+	for _, g := range arrays {
+		if n, _ := h.Node(g.Path); g.Sharded && n.Array.Sharding() != nil && len(n.Array.Shape) == 2 {
+			a = n.Array
+			break
+		}
+	}
+	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	var peers []string
+	for _, addr := range addrs {
+		peers = append(peers, "http://"+addr)
+	}
+	var mounts []*integration.Mount
+	for _, addr := range addrs {
+		mounts = append(mounts, mount(t, "s3://zarr/cl", "--ro", "--revalidate", "1m", "--peers", strings.Join(peers, ","), "--peer-listen", addr))
+	}
+	counter.take() // discovery
+	grid := a.InnerGrid()
+	readAll := func(m *integration.Mount) {
+		for c := make([]int, len(grid)); ; {
+			want, stored := storedInner(t, dir, a, c)
+			got, err := os.ReadFile(filepath.Join(m.Dir, "v3", a.Path, keyIn(a, "v3", c)))
+			if stored && (err != nil || !bytes.Equal(got, want)) {
+				t.Fatalf("inner chunk %v through %s: %v; not the original bytes", c, m.Dir, err)
+			}
+			if !nd.Next(c, grid) {
+				break
+			}
+		}
+	}
+	var origin []map[string]int
+	for _, m := range mounts {
+		readAll(m)
+		origin = append(origin, counter.take())
+	}
+	t.Logf("origin requests of the three mounts reading %s in turn: %v", a.Path, origin)
+	gets := func(c map[string]int) int { return c["ranged GET"] + c["suffix GET"] + c["GET"] }
+	if all := gets(origin[0]) + gets(origin[1]) + gets(origin[2]); float64(all) > 1.1*float64(gets(origin[0])) {
+		t.Errorf("three peers sent %d GETs to the store, one alone %d: want at most 1.1x", all, gets(origin[0]))
+	}
+	if origin[1]["ranged GET"]+origin[2]["ranged GET"] > 0 {
+		t.Errorf("the second and third mounts fetched chunk bytes from the store: %v %v", origin[1], origin[2])
+	}
+	st := readStats(t, mounts[1].Dir)
+	t.Logf("second mount's stats: %+v", st.Cluster)
+	// The peer port.
+	key := url.PathEscape("range\x00s3://zarr/cl\x00" + a.ChunkKey(make([]int, len(a.Shape))) + "\x00x\x000\x001")
+	foreign := url.PathEscape("range\x00s3://other/store\x00k\x00x\x000\x001")
+	for _, c := range []struct {
+		token, key string
+		want       int
+	}{
+		{"", key, http.StatusUnauthorized},
+		{"wrong", key, http.StatusUnauthorized},
+		{"s3cret", foreign, http.StatusForbidden},
+	} {
+		req, _ := http.NewRequest("GET", peers[0]+"/_groupcache/zarrfs/"+c.key, nil)
+		if c.token != "" {
+			req.Header.Set(cluster.TokenHeader, c.token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("a peer request with token %q for %q: HTTP %d, want %d", c.token, c.key, resp.StatusCode, c.want)
+		}
+	}
+
+}
