@@ -115,3 +115,67 @@ func TestCluster(t *testing.T) {
 	}
 
 }
+
+// TestClusterWritesAndDeadPeer: a write published through one peer is
+// read by the others within the revalidation interval; after one peer is
+// killed, the others keep reading the original bytes (the dead peer's
+// keys are loaded from the store instead).
+func TestClusterWritesAndDeadPeer(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.Bucket(t, "zarr")
+	dir, _ := writeStore(t)
+	srv.Upload(t, dir, "zarr", "cw")
+	endpoint, counter := countingProxy(t, srv)
+	useS3(t, srv, endpoint)
+	t.Setenv("ZARRFS_PEER_TOKEN", "s3cret")
+	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	var peers []string
+	for _, addr := range addrs {
+		peers = append(peers, "http://"+addr)
+	}
+	var mounts []*integration.Mount
+	for _, addr := range addrs {
+		mounts = append(mounts, mount(t, "s3://zarr/cw", "--revalidate", "1s", "--journal-dir", t.TempDir(),
+			"--peers", strings.Join(peers, ","), "--peer-listen", addr))
+	}
+	raw := storeArray(t, dir, "int32_raw_3d")
+	c0 := firstStoredInner(t, raw)
+	path := func(m *integration.Mount) string { return filepath.Join(m.Dir, "v3", raw.Path, keyIn(raw, "v3", c0)) }
+	old, err := os.ReadFile(path(mounts[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range mounts {
+		if b, err := os.ReadFile(path(m)); err != nil || !bytes.Equal(b, old) {
+			t.Fatalf("%s: %v", path(m), err)
+		}
+	}
+	written := bytes.Repeat([]byte{7, 1, 7, 1}, len(old)/4)
+	if err := os.WriteFile(path(mounts[0]), written, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the write is published", func() bool { return readStats(t, mounts[0].Dir).Unpublished == 0 })
+	for _, m := range mounts[1:] {
+		eventually(t, "a peer reads the published write", func() bool {
+			b, err := os.ReadFile(path(m))
+			return err == nil && bytes.Equal(b, written)
+		})
+	}
+	mounts[2].Kill()
+	counter.take()
+	a := storeArray(t, dir, "uint16_zstd_end")
+	grid := a.InnerGrid()
+	for _, m := range mounts[:2] {
+		for c := make([]int, len(grid)); ; {
+			want, stored := storedInner(t, dir, a, c)
+			got, err := os.ReadFile(filepath.Join(m.Dir, "v3", a.Path, keyIn(a, "v3", c)))
+			if stored && (err != nil || !bytes.Equal(got, want)) {
+				t.Fatalf("inner chunk %v through %s with a dead peer: %v; not the original bytes", c, m.Dir, err)
+			}
+			if !nd.Next(c, grid) {
+				break
+			}
+		}
+	}
+	t.Logf("two live peers reading %s with the third dead: origin %v; stats %v", a.Path, counter.take(), readStats(t, mounts[0].Dir).Cluster)
+}

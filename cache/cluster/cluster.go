@@ -150,6 +150,11 @@ func (c *Cluster) serve(w http.ResponseWriter, r *http.Request) {
 	c.pool.ServeHTTP(w, r)
 }
 
+// SetPeers replaces the peer URLs (Self must stay among them): keys move
+// to their new owners; values already cached stay valid, as keys are
+// immutable.
+func (c *Cluster) SetPeers(peers ...string) { c.pool.Set(peers...) }
+
 // Get returns the value of key: from this node's cache, from the key's
 // owner, or loaded here.
 func (c *Cluster) Get(ctx context.Context, key string) ([]byte, error) {

@@ -37,6 +37,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	peers := flags.String("peers", "", "peer URLs (http://HOST:PORT,...) of the mounts of other machines sharing one cache for a remote store, this one's included")
 	peerListen := flags.String("peer-listen", "", "HOST:PORT this mount serves its peers on (its peer URL is http://HOST:PORT)")
 	peerToken := flags.String("peer-token", "", "shared secret of the peers (default: $ZARRFS_PEER_TOKEN)")
+	peersFile := flags.String("peers-file", "", "file of peer URLs, one per line, re-read when it changes (instead of --peers)")
 	revalidate := flags.Duration("revalidate", time.Second, "how long a cached shard index (and, on object stores, an array's listing) is trusted before the store is asked again")
 	readAhead := flags.Int("read-ahead", 2, "transcoded chunks to prepare ahead of a reader reading chunks in key order (0: none)")
 	statsInterval := flags.Duration("stats-interval", 0, "log the counters of MNT/.zarrfs/stats this often (e.g. 1m; 0: never)")
@@ -146,12 +147,21 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 	}
 	var peerCache *cluster.Cluster
-	if *peers != "" || *peerListen != "" {
-		if peerCache, err = startCluster(s, *peers, *peerListen, *peerToken, cacheBytes); err != nil {
+	if *peers != "" || *peersFile != "" || *peerListen != "" {
+		list := *peers
+		if *peersFile != "" {
+			if list, err = readPeers(*peersFile); err != nil {
+				return fail(stderr, err)
+			}
+		}
+		if peerCache, err = startCluster(s, list, *peerListen, *peerToken, cacheBytes); err != nil {
 			return fail(stderr, err)
 		}
 		defer peerCache.Close()
-		logger.Info("joined the peers' cache", "self", "http://"+*peerListen, "peers", *peers)
+		logger.Info("joined the peers' cache", "self", "http://"+*peerListen, "peers", list)
+		if *peersFile != "" {
+			go watchPeers(ctx, *peersFile, "http://"+*peerListen, peerCache, logger)
+		}
 	}
 	ks := keyspace.New(h, keyspace.Options{Cluster: peerCache, V2Separator: *sep, CacheBytes: cacheBytes, Logger: logger, Writer: writer, Unpublished: unpublished, ReadAhead: *readAhead, DiskCache: disk, Revalidate: *revalidate})
 	defer ks.Close()
@@ -318,4 +328,53 @@ func startCluster(s store.Store, peers, listen, token string, cacheBytes int64) 
 	}
 	accept, load := keyspace.PeerKeys(s)
 	return cluster.Start(cluster.Options{Self: self, Listen: listen, Peers: list, Token: token, CacheBytes: cacheBytes, Accept: accept, Load: load})
+}
+
+// readPeers reads a peers file: one URL per line; blank lines and lines
+// starting with # are skipped.
+func readPeers(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("--peers-file: %w", err)
+	}
+	var list []string
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			list = append(list, line)
+		}
+	}
+	return strings.Join(list, ","), nil
+}
+
+// watchPeers re-reads the peers file when it changes, every few seconds.
+func watchPeers(ctx context.Context, path, self string, c *cluster.Cluster, logger *slog.Logger) {
+	var last time.Time
+	if fi, err := os.Stat(path); err == nil {
+		last = fi.ModTime()
+	}
+	tick := time.NewTicker(3 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		fi, err := os.Stat(path)
+		if err != nil || fi.ModTime().Equal(last) {
+			continue
+		}
+		last = fi.ModTime()
+		list, err := readPeers(path)
+		if err != nil {
+			logger.Warn("peers file unreadable; keeping the peers", "error", err)
+			continue
+		}
+		peers := strings.Split(list, ",")
+		if !slices.Contains(peers, self) {
+			peers = append(peers, self)
+		}
+		c.SetPeers(peers...)
+		logger.Info("peers changed", "peers", peers)
+	}
 }
