@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -204,6 +205,12 @@ func (b *bench) remote() error {
 		zarrfs: rate(nbytes, catFiles.median()), ref: rate(nbytes, direct.median()),
 		ratio: ratio(direct, catFiles), spread: max(direct.spread(), catFiles.spread()),
 	})
+	if err := b.ms.stopZarrfs(mnt); err != nil {
+		return err
+	}
+	if err := b.clusterReads(spec, s3Proxy, nbytes); err != nil {
+		return err
+	}
 	fewer := total(mountReqs) <= total(directReqs)
 	b.add(row{
 		name:   fmt.Sprintf("requests: zarr-python via mount %v; cat %v; zarrita %v", mountReqs, catReqs, directReqs),
@@ -226,4 +233,62 @@ func zarritaRead(script, url, path string) (time.Duration, error) {
 		return 0, fmt.Errorf("zarrita printed %q: %v", out, err)
 	}
 	return time.Duration(r.Seconds * float64(time.Second)), nil
+}
+
+// clusterReads: three mounts of the store as peers of one cache (as on
+// three machines), each read cold by zarr-python in turn: the second and
+// third find what the first fetched in the cluster.
+func (b *bench) clusterReads(spec *arraySpec, origin *delayProxy, nbytes int64) error {
+	os.Setenv("ZARRFS_PEER_TOKEN", "mountbench")
+	var addrs, peers, mnts []string
+	for i := range 3 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		addrs = append(addrs, l.Addr().String())
+		l.Close()
+		peers = append(peers, "http://"+addrs[i])
+		mnt := filepath.Join(b.work, fmt.Sprintf("peer-%d", i))
+		if err := os.MkdirAll(mnt, 0o755); err != nil {
+			return err
+		}
+		mnts = append(mnts, mnt)
+	}
+	var times [3]sample
+	var reqs [3]map[string]int
+	for range b.cfg.runs {
+		if err := dropCaches(); err != nil {
+			return err
+		}
+		for i, mnt := range mnts {
+			if _, err := b.ms.startZarrfs(b.bin, "s3://bench/store", mnt, "--ro", "--s3-path-style", "--revalidate", "1h",
+				"--peers", strings.Join(peers, ","), "--peer-listen", addrs[i]); err != nil {
+				return err
+			}
+		}
+		for i, mnt := range mnts {
+			origin.take()
+			path := filepath.Join(mnt, "v2", spec.name)
+			t, _, err := b.python("zarr", 0, 1, path)
+			if err != nil {
+				return err
+			}
+			times[i], reqs[i] = append(times[i], t[path]...), origin.take()
+		}
+		for _, mnt := range mnts {
+			if err := b.ms.stopZarrfs(mnt); err != nil {
+				return err
+			}
+		}
+	}
+	for i := 1; i < 3; i++ {
+		b.add(row{
+			name:   fmt.Sprintf("cluster: node %d's first read vs node 1's (zarr-python via v2/)", i+1),
+			zarrfs: rate(nbytes, times[i].median()), ref: rate(nbytes, times[0].median()),
+			ratio: ratio(times[0], times[i]), atLeast: 3, spread: max(times[0].spread(), times[i].spread()),
+		})
+	}
+	b.add(row{name: fmt.Sprintf("cluster: origin requests of nodes 1, 2, 3: %v, %v, %v", reqs[0], reqs[1], reqs[2]), check: "-"})
+	return nil
 }
