@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -89,6 +90,41 @@ func TestCluster(t *testing.T) {
 	}
 	st := readStats(t, mounts[1].Dir)
 	t.Logf("second mount's stats: %+v", st.Cluster)
+	// The v2 view, transcoded chunks included: what the first node's read
+	// made the owners transcode serves the others.
+	transcodes := func() (n uint64) {
+		for _, m := range mounts {
+			n += readStats(t, m.Dir).Transcodes
+		}
+		return n
+	}
+	var firstBytes map[string][]byte
+	var after []uint64
+	for i, m := range mounts {
+		files := map[string][]byte{}
+		err := filepath.WalkDir(filepath.Join(m.Dir, "v2"), func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			rel, _ := filepath.Rel(m.Dir, p)
+			files[rel] = b
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			firstBytes = files
+		} else if fmt.Sprint(files) != fmt.Sprint(firstBytes) {
+			t.Errorf("mount %d reads other v2 files than mount 1", i+1)
+		}
+		after = append(after, transcodes())
+	}
+	t.Logf("chunks transcoded in the cluster after each mount read v2/: %v", after)
+	if after[0] == 0 || float64(after[2]) > 1.1*float64(after[0]) {
+		t.Errorf("transcodes after each mount's read of v2/: %v; want the second and third to add (almost) none", after)
+	}
 	// The peer port.
 	key := url.PathEscape("range\x00s3://zarr/cl\x00" + a.ChunkKey(make([]int, len(a.Shape))) + "\x00x\x000\x001")
 	foreign := url.PathEscape("range\x00s3://other/store\x00k\x00x\x000\x001")

@@ -32,6 +32,7 @@ type mountStats struct {
 	Coalesced   uint64            `json:"coalesced"`
 	Unpublished int               `json:"unpublished"`
 	Cluster     map[string]any    `json:"cluster"`
+	Transcodes  uint64            `json:"transcodes"`
 }
 
 // readStats reads the stats file and checks that stat(2) gives its size.

@@ -20,7 +20,6 @@ import (
 	"github.com/zarrfs/zarrfs/fs"
 	"github.com/zarrfs/zarrfs/fs/keyspace"
 	"github.com/zarrfs/zarrfs/zarr"
-	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/writeback"
 )
 
@@ -146,7 +145,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return fail(stderr, fmt.Errorf("--cache-dir: %v", err))
 		}
 	}
-	var peerCache *cluster.Cluster
+	ks := keyspace.New(h, keyspace.Options{V2Separator: *sep, CacheBytes: cacheBytes, Logger: logger, Writer: writer, Unpublished: unpublished, ReadAhead: *readAhead, DiskCache: disk, Revalidate: *revalidate})
 	if *peers != "" || *peersFile != "" || *peerListen != "" {
 		list := *peers
 		if *peersFile != "" {
@@ -154,16 +153,19 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 				return fail(stderr, err)
 			}
 		}
-		if peerCache, err = startCluster(s, list, *peerListen, *peerToken, cacheBytes); err != nil {
+		c, err := clusterOptions(list, *peerListen, *peerToken, cacheBytes)
+		if err == nil {
+			err = ks.JoinCluster(c)
+		}
+		if err != nil {
+			ks.Close()
 			return fail(stderr, err)
 		}
-		defer peerCache.Close()
-		logger.Info("joined the peers' cache", "self", "http://"+*peerListen, "peers", list)
+		logger.Info("joined the peers' cache", "self", c.Self, "peers", list)
 		if *peersFile != "" {
-			go watchPeers(ctx, *peersFile, "http://"+*peerListen, peerCache, logger)
+			go watchPeers(ctx, *peersFile, c.Self, ks, logger)
 		}
 	}
-	ks := keyspace.New(h, keyspace.Options{Cluster: peerCache, V2Separator: *sep, CacheBytes: cacheBytes, Logger: logger, Writer: writer, Unpublished: unpublished, ReadAhead: *readAhead, DiskCache: disk, Revalidate: *revalidate})
 	defer ks.Close()
 	server, err := fs.Mount(mnt, ks, fs.Options{
 		Views: views, ReadOnly: *readOnly, AllowOther: *allowOther,
@@ -307,27 +309,23 @@ func unmount(mnt string, lazy bool) error {
 	return nil
 }
 
-// startCluster joins the mount to the cache its peers share.
-func startCluster(s store.Store, peers, listen, token string, cacheBytes int64) (*cluster.Cluster, error) {
+// clusterOptions are the options of this mount's node of the peers' cache.
+func clusterOptions(peers, listen, token string, cacheBytes int64) (cluster.Options, error) {
 	if peers == "" || listen == "" {
-		return nil, fmt.Errorf("--peers and --peer-listen go together")
+		return cluster.Options{}, fmt.Errorf("--peers (or --peers-file) and --peer-listen go together")
 	}
 	if token == "" {
 		token = os.Getenv("ZARRFS_PEER_TOKEN")
 	}
 	if token == "" {
-		return nil, fmt.Errorf("a cluster needs --peer-token or $ZARRFS_PEER_TOKEN: the peer port is otherwise open to anyone who reaches it")
-	}
-	if _, ok := s.(store.Opener); ok {
-		return nil, fmt.Errorf("--peers shares the cache of remote stores (s3://, http(s)://); %s is local", s)
+		return cluster.Options{}, fmt.Errorf("a cluster needs --peer-token or $ZARRFS_PEER_TOKEN: the peer port is otherwise open to anyone who reaches it")
 	}
 	self := "http://" + listen
 	list := strings.Split(peers, ",")
 	if !slices.Contains(list, self) {
 		list = append(list, self)
 	}
-	accept, load := keyspace.PeerKeys(s)
-	return cluster.Start(cluster.Options{Self: self, Listen: listen, Peers: list, Token: token, CacheBytes: cacheBytes, Accept: accept, Load: load})
+	return cluster.Options{Self: self, Listen: listen, Peers: list, Token: token, CacheBytes: cacheBytes}, nil
 }
 
 // readPeers reads a peers file: one URL per line; blank lines and lines
@@ -347,7 +345,7 @@ func readPeers(path string) (string, error) {
 }
 
 // watchPeers re-reads the peers file when it changes, every few seconds.
-func watchPeers(ctx context.Context, path, self string, c *cluster.Cluster, logger *slog.Logger) {
+func watchPeers(ctx context.Context, path, self string, ks *keyspace.FS, logger *slog.Logger) {
 	var last time.Time
 	if fi, err := os.Stat(path); err == nil {
 		last = fi.ModTime()
@@ -374,7 +372,7 @@ func watchPeers(ctx context.Context, path, self string, c *cluster.Cluster, logg
 		if !slices.Contains(peers, self) {
 			peers = append(peers, self)
 		}
-		c.SetPeers(peers...)
+		ks.SetPeers(peers...)
 		logger.Info("peers changed", "peers", peers)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zarrfs/zarrfs/cache/cluster"
 	"github.com/zarrfs/zarrfs/codec/sharding"
 	"github.com/zarrfs/zarrfs/zarr/store"
 )
@@ -23,6 +24,9 @@ import (
 //	    the index bytes of a shard (SPAN "-N": its last N bytes, "0+N" its
 //	    first) as the store held it in one revalidation interval (EPOCH
 //	    counts intervals), with the shard's generation and size.
+//
+//	transcoded \0 STORE \0 VIEW \0 ARRAY \0 COORDS \0 GENERATION
+//	    a chunk of a view re-encoded from one generation of its shard.
 //
 // STORE is the store's URL: a node serves peers only keys of its store.
 
@@ -45,23 +49,84 @@ type clusterIndex struct {
 	Bytes  []byte // nil when the shard is shorter than its index
 }
 
-// PeerKeys returns what a node of a cluster needs from the store s: which
-// keys it answers for (those of s), and how it loads them from s.
-func PeerKeys(s store.Store) (accept func(string) bool, load func(context.Context, string) ([]byte, error)) {
-	prefix := func(kind string) string { return kind + "\x00" + s.String() + "\x00" }
-	accept = func(k string) bool {
-		return strings.HasPrefix(k, prefix("range")) || strings.HasPrefix(k, prefix("index"))
+// JoinCluster makes the views a node of the cache the mounts of other
+// machines share (o's Accept and Load are the views'): shard indexes,
+// chunk bytes and transcoded chunks of the remote store are then loaded
+// once for the whole cluster, by their owner. Call it before serving.
+func (f *FS) JoinCluster(o cluster.Options) error {
+	if f.files != nil {
+		return fmt.Errorf("a cluster shares the cache of remote stores (s3://, http(s)://); %s is local", f.store)
 	}
-	load = func(ctx context.Context, k string) ([]byte, error) {
-		if rest, ok := strings.CutPrefix(k, prefix("range")); ok {
-			return loadRange(ctx, s, rest)
-		}
-		if rest, ok := strings.CutPrefix(k, prefix("index")); ok {
-			return loadIndex(ctx, s, rest)
-		}
-		return nil, fmt.Errorf("cluster key %q: not a key of %s", k, s)
+	o.Accept, o.Load = f.acceptsPeerKey, f.loadPeerKey
+	c, err := cluster.Start(o)
+	if err != nil {
+		return err
 	}
-	return accept, load
+	f.cluster = c
+	return nil
+}
+
+func (f *FS) peerKeyPrefix(kind string) string { return kind + "\x00" + f.store.String() + "\x00" }
+
+// acceptsPeerKey reports whether a key is of this node's store.
+func (f *FS) acceptsPeerKey(k string) bool {
+	for _, kind := range []string{"range", "index", "transcoded"} {
+		if strings.HasPrefix(k, f.peerKeyPrefix(kind)) {
+			return true
+		}
+	}
+	return false
+}
+
+// loadPeerKey loads a key this node owns, from the store.
+func (f *FS) loadPeerKey(ctx context.Context, k string) ([]byte, error) {
+	if rest, ok := strings.CutPrefix(k, f.peerKeyPrefix("range")); ok {
+		return loadRange(ctx, f.store, rest)
+	}
+	if rest, ok := strings.CutPrefix(k, f.peerKeyPrefix("index")); ok {
+		return loadIndex(ctx, f.store, rest)
+	}
+	if rest, ok := strings.CutPrefix(k, f.peerKeyPrefix("transcoded")); ok {
+		return f.loadTranscoded(ctx, rest)
+	}
+	return nil, fmt.Errorf("cluster key %q: not a key of %s", k, f.store)
+}
+
+// transcodedKey names a chunk of a view re-encoded from one generation
+// of its shard.
+func transcodedKey(s store.Store, av *arrayView, coords []int, gen store.Generation) string {
+	c, _ := json.Marshal(coords)
+	return fmt.Sprintf("transcoded\x00%s\x00%s\x00%s\x00%s\x00%s", s, av.view, av.a.Path, c, gen)
+}
+
+// loadTranscoded transcodes a chunk for a peer, if this node's index of
+// its shard is at the generation the peer read (an error otherwise: the
+// peer then transcodes it itself).
+func (f *FS) loadTranscoded(ctx context.Context, rest string) ([]byte, error) {
+	p := strings.Split(rest, "\x00")
+	if len(p) != 4 {
+		return nil, fmt.Errorf("bad transcoded key %q", rest)
+	}
+	var coords []int
+	if err := json.Unmarshal([]byte(p[2]), &coords); err != nil {
+		return nil, fmt.Errorf("bad transcoded key %q", rest)
+	}
+	view := V3
+	if p[0] == V2.String() {
+		view = V2
+	}
+	av := f.arrays[p[1]][view]
+	if av == nil || av.target == nil || len(coords) != len(av.grid) {
+		return nil, fmt.Errorf("transcoded key %q: no such transcoded view", rest)
+	}
+	loc, ok, err := av.locate(ctx, coords, false)
+	switch {
+	case err != nil:
+		return nil, err
+	case !ok || loc.data != nil || loc.gen != store.Generation(p[3]):
+		return nil, fmt.Errorf("transcoded key %q: this node sees another generation", rest)
+	}
+	return av.transcode(ctx, coords, loc)
 }
 
 // loadRange reads a range of one generation: a 412 is an error, never a
@@ -121,7 +186,7 @@ func (av *arrayView) indexFromCluster(ctx context.Context, key string) (*cluster
 		span = store.Range(0, n)
 	}
 	epoch := time.Now().UnixNano() / int64(av.fs.opts.Revalidate)
-	b, err := av.fs.opts.Cluster.Get(ctx, indexKey(av.fs.store, key, span, epoch))
+	b, err := av.fs.cluster.Get(ctx, indexKey(av.fs.store, key, span, epoch))
 	if err != nil {
 		return nil, err
 	}
@@ -145,4 +210,11 @@ func (av *arrayView) clusterShardIndex(ctx context.Context, key string) (*shardi
 	}
 	ix, err := av.shard.DecodeIndex(v.Bytes, v.Info.Size)
 	return ix, v.Info, err
+}
+
+// SetPeers replaces the peers of the cluster the views joined.
+func (f *FS) SetPeers(peers ...string) {
+	if f.cluster != nil {
+		f.cluster.SetPeers(peers...)
+	}
 }

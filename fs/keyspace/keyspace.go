@@ -81,9 +81,6 @@ type Options struct {
 	// Unpublished are updates in journals of writers that died, which
 	// read-only views show (with a Writer, they were replayed already).
 	Unpublished *writeback.Overlay
-	// Cluster, for stores read by ranges, shares shard indexes and chunk
-	// bytes with the mounts of other machines (see PeerKeys); nil: none.
-	Cluster *cluster.Cluster
 	// DiskCache, for stores read by ranges, keeps shard indexes and chunk
 	// bytes on local disk across mounts; nil keeps none.
 	DiskCache *diskcache.Cache
@@ -103,7 +100,10 @@ type FS struct {
 	files  *fileCache
 	lists  listings
 	flight singleflight.Group // fetches of runs, which several chunks wait for
-	counts counters
+	// cluster shares what is read from a remote store with the mounts of
+	// other machines (JoinCluster); nil: none.
+	cluster *cluster.Cluster
+	counts  counters
 	// readAhead prepares transcoded chunks ahead of sequential readers.
 	readAhead *readAhead
 	roots     map[View]*Dir
@@ -193,6 +193,9 @@ func (f *FS) Close() {
 	f.readAhead.work.Wait()
 	if f.files != nil {
 		f.files.close()
+	}
+	if f.cluster != nil {
+		f.cluster.Close()
 	}
 }
 

@@ -78,7 +78,7 @@ func (av *arrayView) fetchRange(ctx context.Context, loc location, span storedRa
 	if chunks > 1 {
 		f.counts.coalesced.Add(uint64(chunks - 1))
 	}
-	if c := f.opts.Cluster; c != nil {
+	if c := f.cluster; c != nil {
 		b, err := c.Get(ctx, rangeKey(f.store, loc.key, loc.gen, span))
 		if err == nil && int64(len(b)) != span.n {
 			err = fmt.Errorf("%s: the cluster gave %d bytes for a range of %d", loc.key, len(b), span.n)

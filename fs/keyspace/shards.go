@@ -102,7 +102,7 @@ func (av *arrayView) loadObject(ctx context.Context, key string, prev *objectSta
 	var ix *sharding.Index
 	var info store.Info
 	var err error
-	if av.fs.opts.Cluster != nil && av.fs.files == nil && av.fs.generation(key).Load() == 0 {
+	if av.fs.cluster != nil && av.fs.files == nil && av.fs.generation(key).Load() == 0 {
 		// One load per revalidation interval for the whole cluster; a
 		// shard this process rewrote is read from the store itself.
 		ix, info, err = av.clusterShardIndex(ctx, key)

@@ -78,7 +78,7 @@ func (f *FS) Stats() Stats {
 		Requests:    requestCounts(f.store),
 		Unpublished: unpublished(f.opts.Writer),
 		DiskCache:   diskStats(f.opts.DiskCache),
-		Cluster:     clusterStats(f.opts.Cluster),
+		Cluster:     clusterStats(f.cluster),
 		Transcodes:  f.counts.transcodes.Load(),
 		ReadAhead:   f.readAhead.ahead.Load(),
 		Served: Served{

@@ -20,33 +20,44 @@ func (av *arrayView) transcoded(ctx context.Context, coords []int, loc location)
 	f := av.fs
 	ctx = context.WithoutCancel(ctx) // shared by the readers waiting for it
 	v, err := f.cache.GetOrLoad(av.transcodeKey(coords, loc.gen), func() (any, int64, error) {
-		stored, err := av.readStored(ctx, loc)
-		if err != nil {
-			return nil, 0, err
+		if f.cluster != nil && loc.data == nil {
+			// The chunk's owner in the cluster transcodes it once for all.
+			if b, err := f.cluster.Get(ctx, transcodedKey(f.store, av, coords, loc.gen)); err == nil {
+				return b, int64(cap(b)), nil
+			}
 		}
-		chunk, err := av.source.Decode(stored)
-		if err != nil {
-			f.logOnce(ctx, loc.key, "inner chunk does not decode: its files give EIO", "array", av.path, "chunk", coords, "error", err)
-			return nil, 0, fmt.Errorf("%w: %s: inner chunk %v: %v", ErrCorrupt, loc.key, coords, err)
-		}
-		// Sub-byte integers decode to one byte each, which is what the
-		// view's one-byte type stores.
-		chunk.Type = av.target.Spec().Type
-		b, err := av.target.Encode(chunk)
-		if err != nil {
-			return nil, 0, fmt.Errorf("transcode %s chunk %v: %w", av.path, coords, err)
-		}
-		f.counts.transcodes.Add(1)
-		// Encoders allocate for the worst case, often twice what the
-		// bytes need: keep (and count against the cache's bound) only
-		// the bytes.
-		b = bytes.Clone(b)
-		return b, int64(cap(b)), nil
+		b, err := av.transcode(ctx, coords, loc)
+		return b, int64(cap(b)), err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return v.([]byte), nil
+}
+
+// transcode re-encodes the chunk at coords, stored at loc, here.
+func (av *arrayView) transcode(ctx context.Context, coords []int, loc location) ([]byte, error) {
+	f := av.fs
+	stored, err := av.readStored(ctx, loc)
+	if err != nil {
+		return nil, err
+	}
+	chunk, err := av.source.Decode(stored)
+	if err != nil {
+		f.logOnce(ctx, loc.key, "inner chunk does not decode: its files give EIO", "array", av.path, "chunk", coords, "error", err)
+		return nil, fmt.Errorf("%w: %s: inner chunk %v: %v", ErrCorrupt, loc.key, coords, err)
+	}
+	// Sub-byte integers decode to one byte each, which is what the view's
+	// one-byte type stores.
+	chunk.Type = av.target.Spec().Type
+	b, err := av.target.Encode(chunk)
+	if err != nil {
+		return nil, fmt.Errorf("transcode %s chunk %v: %w", av.path, coords, err)
+	}
+	f.counts.transcodes.Add(1)
+	// Encoders allocate for the worst case, often twice what the bytes
+	// need: keep (and count against the cache's bound) only the bytes.
+	return bytes.Clone(b), nil
 }
 
 func (av *arrayView) transcodeKey(coords []int, gen store.Generation) string {
