@@ -79,13 +79,22 @@ func (c *Cache) Add(key string, value any, size int64) {
 	}
 }
 
-// Contains reports whether key is cached, without counting a hit or a
+// Peek returns the value cached under key without counting a hit or a
 // miss. It makes the entry recently used, as Get does: it is asked about
 // because it is wanted soon.
-func (c *Cache) Contains(key string) bool {
+func (c *Cache) Peek(key string) (any, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, ok := c.lru.Get(key)
+	e, ok := c.lru.Get(key)
+	if !ok {
+		return nil, false
+	}
+	return e.(entry).value, true
+}
+
+// Contains reports whether key is cached, as Peek does.
+func (c *Cache) Contains(key string) bool {
+	_, ok := c.Peek(key)
 	return ok
 }
 

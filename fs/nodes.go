@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"iter"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -75,12 +76,21 @@ func (n *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	}
 	n.b.fill(e.Attr, &out.Attr)
 	var child gofs.InodeEmbedder
+	var pushing *fileNode
 	if e.Dir != nil {
 		child = &dirNode{b: n.b, d: e.Dir}
 	} else {
-		child = newFileNode(n.b, e.File)
+		fn := newFileNode(n.b, e.File)
+		if n.b.opts.ReadOnly && e.File.Upcoming() && fn.preparePush(ctx, e.Attr.Size) {
+			pushing = fn
+		}
+		child = fn
 	}
-	return n.NewInode(ctx, child, gofs.StableAttr{Mode: mode(e.Attr), Ino: e.Attr.Ino}), 0
+	inode := n.NewInode(ctx, child, gofs.StableAttr{Mode: mode(e.Attr), Ino: e.Attr.Ino})
+	if pushing != nil {
+		go pushing.pushOnceKnown(&n.Inode, name)
+	}
+	return inode, 0
 }
 
 func (n *dirNode) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
@@ -166,6 +176,9 @@ type fileNode struct {
 	// gen is the shard generation the kernel's cached pages came from.
 	mu  sync.Mutex
 	gen store.Generation
+	// push is the content to hand to the kernel's page cache once it
+	// knows the inode (see preparePush).
+	push atomic.Pointer[[]byte]
 }
 
 func newFileNode(b *binding, f *keyspace.File) *fileNode {
@@ -184,7 +197,71 @@ var (
 	_ = (gofs.NodeFlusher)((*fileNode)(nil))
 	_ = (gofs.NodeGetxattrer)((*fileNode)(nil))
 	_ = (gofs.NodeListxattrer)((*fileNode)(nil))
+	_ = (gofs.NodeIoctler)((*fileNode)(nil))
 )
+
+// preparePush reads the content of the chunk file a sequential reader is
+// about to read, to hand it to the kernel's page cache (FUSE_NOTIFY_STORE)
+// before the reader asks, so that its READ is served from the cache
+// without a round trip. Read-only mounts only: their kernel opens files
+// without asking and keeps their pages (see Open). The kernel knows the
+// inode only once it has read the LOOKUP reply, so the store happens
+// after it: at the reader's first request on the file (Python's open()
+// asks isatty, an IOCTL) or from pushOnceKnown, whichever comes first.
+// Best effort: a READ that comes before it is served as always, with the
+// same bytes.
+func (n *fileNode) preparePush(ctx context.Context, size int64) bool {
+	if size <= 0 {
+		return false
+	}
+	buf := make([]byte, size)
+	if got, err := n.file().ReadAt(ctx, buf, 0); int64(got) != size || err != nil && err != io.EOF {
+		return false // the READ will say what is wrong
+	}
+	n.push.Store(&buf)
+	return true
+}
+
+// pushOnceKnown stores the prepared content as soon as the kernel knows
+// the inode: go-fuse links the node (GetChild) before it sends the reply,
+// and the store fails with ENOENT until the kernel has read it.
+func (n *fileNode) pushOnceKnown(parent *gofs.Inode, name string) {
+	deadline := time.Now().Add(5 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if child := parent.GetChild(name); child != nil && child.Operations() == n {
+			if n.pushNow() != syscall.ENOENT {
+				return
+			}
+		} else if child != nil {
+			return // another lookup's node won: nothing knows this one
+		}
+		runtime.Gosched()
+	}
+	n.push.Store(nil)
+}
+
+// pushNow stores the prepared content, unless it was stored already.
+func (n *fileNode) pushNow() syscall.Errno {
+	buf := n.push.Swap(nil)
+	if buf == nil {
+		return 0
+	}
+	errno := n.WriteCache(0, *buf)
+	switch errno {
+	case 0:
+		n.b.st.pushed.Add(1)
+	case syscall.ENOENT: // not yet known: try again later
+		n.push.CompareAndSwap(nil, buf)
+	}
+	return errno
+}
+
+// Ioctl answers ENOTTY, as go-fuse does for nodes without ioctls; the
+// kernel knows the inode by now, so prepared content is stored first.
+func (n *fileNode) Ioctl(ctx context.Context, f gofs.FileHandle, cmd uint32, arg uint64, input []byte, output []byte) (int32, syscall.Errno) {
+	n.pushNow()
+	return 0, syscall.ENOTTY
+}
 
 func (n *fileNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	// go-fuse hands in any open handle when the kernel names none (stat by

@@ -35,11 +35,15 @@ type stats struct {
 	// Errors counts the operations that failed, by errno; ENOENT, the
 	// answer for every empty chunk, is no error.
 	Errors map[string]uint64 `json:"errors"`
+	// Pushed counts chunk files whose content was handed to the kernel's
+	// page cache right after their lookup (see pushContent).
+	Pushed uint64 `json:"pushed"`
 }
 
 // statsState is what a binding keeps for its statistics.
 type statsState struct {
 	errors  errorCounts
+	pushed  atomic.Uint64
 	dirOnce sync.Once
 	dir     *gofs.Inode // .zarrfs
 }
@@ -64,7 +68,7 @@ func (e *errorCounts) snapshot() map[string]uint64 {
 }
 
 func (b *binding) stats() stats {
-	return stats{Stats: b.ks.Stats(), Errors: b.st.errors.snapshot()}
+	return stats{Stats: b.ks.Stats(), Errors: b.st.errors.snapshot(), Pushed: b.st.pushed.Load()}
 }
 
 func (b *binding) statsJSON() []byte {

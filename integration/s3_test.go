@@ -175,7 +175,10 @@ func TestS3Reads(t *testing.T) {
 	t.Logf("reading every array through both views: %v", counter.take())
 	// The mount's own counts agree with what the server was sent.
 	st := readStats(t, m.Dir)
-	t.Logf("MNT/.zarrfs/stats: requests %v, %d chunks coalesced", st.Requests, st.Coalesced)
+	t.Logf("MNT/.zarrfs/stats: requests %v, %d chunks coalesced, %d pushed to the page cache", st.Requests, st.Coalesced, st.Pushed)
+	if st.Pushed == 0 {
+		t.Errorf("the readers read chunk files in key order, but none was pushed to the page cache after its lookup")
+	}
 	counter.mu.Lock()
 	defer counter.mu.Unlock()
 	for _, k := range []string{"suffix GET", "ranged GET", "HEAD", "LIST", "GET"} {

@@ -33,6 +33,7 @@ type mountStats struct {
 	Unpublished int               `json:"unpublished"`
 	Cluster     map[string]any    `json:"cluster"`
 	Transcodes  uint64            `json:"transcodes"`
+	Pushed      uint64            `json:"pushed"`
 }
 
 // readStats reads the stats file and checks that stat(2) gives its size.

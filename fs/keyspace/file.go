@@ -125,6 +125,20 @@ func (h *Handle) Close() {
 // verified before the bytes are served.
 func (f *File) Open(ctx context.Context) (*Handle, error) { return f.open(ctx, true) }
 
+// Upcoming reports whether the file is the chunk that a reader reading
+// its array's chunks in key order reads next: its content is then worth
+// handing to the kernel before the reader asks for it. Chunks of arrays
+// read in no order are not, so that listing or stat-ing a chunk directory
+// reads no chunk.
+func (f *File) Upcoming() bool {
+	if f.arr == nil || f.temp != nil {
+		return false
+	}
+	f.arr.seq.mu.Lock()
+	defer f.arr.seq.mu.Unlock()
+	return f.arr.seq.follows(f.arr, f.coords)
+}
+
 // ReadAt reads the file's content without an open handle: chunks are
 // located with the cached shard index (revalidated as Options.Revalidate
 // says), so that a mount whose kernel opens files without asking zarrfs

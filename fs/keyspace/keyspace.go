@@ -99,7 +99,7 @@ type FS struct {
 	// directories); on others chunks are read by range (nil).
 	files  *fileCache
 	lists  listings
-	flight singleflight.Group // fetches of runs, which several chunks wait for
+	flight singleflight.Group // fetches of runs and checks of shards, which several readers wait for
 	// cluster shares what is read from a remote store with the mounts of
 	// other machines (JoinCluster); nil: none.
 	cluster *cluster.Cluster

@@ -46,21 +46,27 @@ func (av *arrayView) readRange(ctx context.Context, loc location) ([]byte, error
 		start, last := run[0].off, run[len(run)-1]
 		span := storedRange{start, last.off + last.n - start}
 		v, err := f.flight.Do(rangeKey(f.store, loc.key, loc.gen, span), func() (any, error) {
-			return av.fetchRange(ctx, loc, span, len(run))
+			buf, err := av.fetchRange(ctx, loc, span, len(run))
+			if err != nil {
+				return nil, err
+			}
+			// The run's other chunks are cached before the flight ends,
+			// so that no reader misses them in between and fetches again.
+			for _, r := range run {
+				if r.off != loc.off {
+					b := bytes.Clone(buf[r.off-start : r.off-start+r.n])
+					f.cache.Add(chunkRangeKey(location{key: loc.key, gen: loc.gen, off: r.off}), b, int64(len(b)))
+				}
+				if dc != nil {
+					dc.Put(diskRangeKey(f.store, loc.key, loc.gen, r.off, r.n), buf[r.off-start:r.off-start+r.n])
+				}
+			}
+			return buf, nil
 		})
 		if err != nil {
 			return nil, 0, err
 		}
 		buf := v.([]byte)
-		for _, r := range run {
-			if r.off != loc.off {
-				b := bytes.Clone(buf[r.off-start : r.off-start+r.n])
-				f.cache.Add(chunkRangeKey(location{key: loc.key, gen: loc.gen, off: r.off}), b, int64(len(b)))
-			}
-			if dc != nil {
-				dc.Put(diskRangeKey(f.store, loc.key, loc.gen, r.off, r.n), buf[r.off-start:r.off-start+r.n])
-			}
-		}
 		b := bytes.Clone(buf[loc.off-start : loc.off-start+loc.n])
 		return b, int64(len(b)), nil
 	})

@@ -65,14 +65,39 @@ func (av *arrayView) object(ctx context.Context, key string, fresh bool) (*objec
 		return nil, err
 	}
 	s := v.(*objectState)
-	if loaded || !fresh && time.Now().UnixNano()-s.checked.Load() < int64(f.opts.Revalidate) {
+	if loaded || !fresh && s.current(f) {
 		return s, nil
 	}
-	next := av.loadObject(ctx, key, s)
-	if next != s {
-		f.cache.Add(cacheKey, next, next.size())
+	revalidate := func() (any, error) {
+		next := av.loadObject(context.WithoutCancel(ctx), key, s)
+		if next != s {
+			f.cache.Add(cacheKey, next, next.size())
+		}
+		return next, nil
 	}
-	return next, nil
+	if fresh { // the check must begin after the caller's open
+		v, _ = revalidate()
+	} else { // readers of a shard and the read-ahead wait for one check
+		v, _ = f.flight.Do("revalidate\x00"+key, revalidate)
+	}
+	return v.(*objectState), nil
+}
+
+// current reports whether a cached state is younger than the revalidation
+// interval.
+func (s *objectState) current(f *FS) bool {
+	return time.Now().UnixNano()-s.checked.Load() < int64(f.opts.Revalidate)
+}
+
+// cachedObject returns the cached state of a stored object when it is
+// current, without loading or checking anything.
+func (av *arrayView) cachedObject(key string) (*objectState, bool) {
+	v, ok := av.fs.cache.Peek("obj\x00" + key)
+	if !ok {
+		return nil, false
+	}
+	s := v.(*objectState)
+	return s, s.gen == av.fs.generation(key).Load() && s.current(av.fs)
 }
 
 // loadObject reads what the cache keeps of a stored object: its Info, and

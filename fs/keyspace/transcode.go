@@ -76,29 +76,48 @@ type readAhead struct {
 	depth int           // chunks prepared ahead of the reader; 0: none
 	slots chan struct{} // one per background transcode under way
 	work  sync.WaitGroup
-	ahead atomic.Uint64 // chunks transcoded ahead, for Stats
+	ahead atomic.Uint64 // chunks transcoded or fetched ahead, for Stats
+	// Stores read by ranges: one walk at a time looks ahead of the
+	// readers, and fetches holds one token per request it started.
+	walking atomic.Bool
+	fetches chan struct{}
 }
 
 func newReadAhead(depth int) *readAhead {
-	return &readAhead{depth: depth, slots: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1))}
+	return &readAhead{
+		depth:   depth,
+		slots:   make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1)),
+		fetches: make(chan struct{}, remoteFetchesAhead),
+	}
 }
 
-// sequence remembers the last chunk of an array a reader asked for.
+// sequence remembers the last chunk of an array a reader asked for, and
+// how far fetchAhead got.
 type sequence struct {
 	mu   sync.Mutex
 	last []int
+	// fetched is the key-order position of the first chunk that no walk
+	// of fetchAhead has found cached or fetching.
+	fetched int
+}
+
+// follows reports whether coords come right after the last chunk read,
+// in key order. The caller holds s.mu.
+func (s *sequence) follows(av *arrayView, coords []int) bool {
+	return s.last != nil && slices.Equal(av.nextChunk(s.last), coords)
 }
 
 // after is told that the chunk at coords of av was read. When it follows
 // the chunk read before it, the next depth chunks are transcoded in the
 // background, as far as free slots allow (a busy machine reads no further
-// ahead: the reader then transcodes what it needs itself).
+// ahead: the reader then transcodes what it needs itself); from a store
+// read by ranges, the next chunks are fetched (fetchAhead).
 func (r *readAhead) after(av *arrayView, coords []int) {
 	if r.depth == 0 {
 		return
 	}
 	av.seq.mu.Lock()
-	sequential := av.seq.last != nil && slices.Equal(av.nextChunk(av.seq.last), coords)
+	sequential := av.seq.follows(av, coords)
 	if !slices.Equal(av.seq.last, coords) {
 		av.seq.last = slices.Clone(coords)
 	}
@@ -107,13 +126,11 @@ func (r *readAhead) after(av *arrayView, coords []int) {
 		return
 	}
 	if av.target == nil { // pass-through from a store read by ranges
-		select {
-		case r.slots <- struct{}{}:
+		if r.walking.CompareAndSwap(false, true) {
 			r.work.Go(func() {
-				defer func() { <-r.slots }()
+				defer r.walking.Store(false)
 				r.fetchAhead(av, coords)
 			})
-		default:
 		}
 		return
 	}
@@ -135,34 +152,105 @@ func (r *readAhead) after(av *arrayView, coords []int) {
 	}
 }
 
-// remoteAhead is how far in key order fetchAhead looks for a chunk that
-// is not cached yet: at a few hundred microseconds per cached chunk a
-// reader takes longer to get there than a round trip to a remote store.
-const remoteAhead = 256
+const (
+	// remoteAhead is how far in key order fetchAhead looks: at a few
+	// hundred microseconds per cached chunk, a reader takes longer to get
+	// there than a round trip to a remote store.
+	remoteAhead = 256
+	// remoteFetchesAhead bounds the requests fetchAhead has under way. A
+	// legacy reader walks chunk keys in C order, across several shards
+	// per row of chunks, so the next shards' indexes and runs are needed
+	// at once: one request at a time would make it wait for a round trip
+	// per shard.
+	remoteFetchesAhead = 8
+)
 
-// fetchAhead fetches, for a reader of a store read by ranges, the run of
-// the first chunk after coords that is not cached yet (loading its shard's
-// index if need be), so that a sequential reader finds the next shard
-// fetched when it gets there instead of waiting for two round trips.
+// fetchAhead prepares, for a reader of a store read by ranges, the chunks
+// that follow coords in key order: it loads (or, past the revalidation
+// interval, checks) the index of each shard they lie in and fetches each
+// run of them not cached yet, each in the background, as far as
+// remoteFetchesAhead allows. A walk starts where the last one left chunks
+// undone (a shard whose index was under way, no request free), so each
+// chunk is looked at about once.
 func (r *readAhead) fetchAhead(av *arrayView, coords []int) {
 	ctx := context.Background()
-	next := coords
-	for range remoteAhead {
-		if next = av.nextChunk(next); next == nil {
-			return
+	start := nd.Linear(coords, av.grid) + 1
+	end := min(start+remoteAhead, nd.Size(av.grid))
+	av.seq.mu.Lock()
+	from := start
+	if av.seq.fetched > start && av.seq.fetched < end {
+		from = av.seq.fetched
+	}
+	av.seq.mu.Unlock()
+	started := map[string]bool{} // shards checked and runs fetched by this walk
+	undone := -1
+	next := make([]int, len(av.grid))
+	i := from
+	for ; i < end; i++ {
+		nd.Unravel(i, av.grid, next)
+		done, more := r.fetchChunk(ctx, av, next, started)
+		if !done && undone < 0 {
+			undone = i
 		}
-		if objCoords, _ := av.a.InnerChunk(next); av.unlisted(objCoords) {
-			continue
+		if !more {
+			break
 		}
-		loc, ok, err := av.locate(ctx, next, false)
-		if err != nil || !ok || loc.data != nil || av.fs.cache.Contains(chunkRangeKey(loc)) {
-			continue
+	}
+	if undone < 0 {
+		undone = i
+	}
+	av.seq.mu.Lock()
+	av.seq.fetched = undone
+	av.seq.mu.Unlock()
+}
+
+// fetchChunk starts what the chunk at coords needs: its shard's index, or
+// the run of its stored bytes. done reports that nothing is left to start
+// for it; more that requests were free for the next chunk.
+func (r *readAhead) fetchChunk(ctx context.Context, av *arrayView, coords []int, started map[string]bool) (done, more bool) {
+	objCoords, _ := av.a.InnerChunk(coords)
+	if av.unlisted(objCoords) {
+		return true, true
+	}
+	key := av.a.ChunkKey(objCoords)
+	if _, ok := av.cachedObject(key); !ok {
+		if started[key] {
+			return false, true
 		}
+		started[key] = true
+		return false, r.fetch(func() { av.object(ctx, key, false) })
+	}
+	loc, ok, err := av.locate(ctx, coords, false)
+	if err != nil || !ok || loc.data != nil || av.fs.cache.Contains(chunkRangeKey(loc)) {
+		return true, true
+	}
+	run := av.run(ctx, loc)
+	runKey := fmt.Sprintf("%s\x00%s\x00%d", loc.key, loc.gen, run[0].off)
+	if started[runKey] {
+		return true, true
+	}
+	started[runKey] = true
+	more = r.fetch(func() {
 		if _, err := av.readRange(ctx, loc); err == nil {
 			r.ahead.Add(1)
 		}
-		return
+	})
+	return more, more
+}
+
+// fetch runs load in the background when fewer than remoteFetchesAhead
+// fetches are under way, and reports whether it did.
+func (r *readAhead) fetch(load func()) bool {
+	select {
+	case r.fetches <- struct{}{}:
+	default:
+		return false
 	}
+	r.work.Go(func() {
+		defer func() { <-r.fetches }()
+		load()
+	})
+	return true
 }
 
 // prepare transcodes the chunk at coords unless it is cached or empty.
