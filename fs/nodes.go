@@ -226,6 +226,7 @@ func (n *fileNode) preparePush(ctx context.Context, size int64) bool {
 // the inode: go-fuse links the node (GetChild) before it sends the reply,
 // and the store fails with ENOENT until the kernel has read it.
 func (n *fileNode) pushOnceKnown(parent *gofs.Inode, name string) {
+	defer n.push.Store(nil) // stored, or given up: the buffer goes
 	deadline := time.Now().Add(5 * time.Millisecond)
 	for time.Now().Before(deadline) {
 		if child := parent.GetChild(name); child != nil && child.Operations() == n {
@@ -237,7 +238,6 @@ func (n *fileNode) pushOnceKnown(parent *gofs.Inode, name string) {
 		}
 		runtime.Gosched()
 	}
-	n.push.Store(nil)
 }
 
 // pushNow stores the prepared content, unless it was stored already.

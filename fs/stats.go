@@ -36,7 +36,7 @@ type stats struct {
 	// answer for every empty chunk, is no error.
 	Errors map[string]uint64 `json:"errors"`
 	// Pushed counts chunk files whose content was handed to the kernel's
-	// page cache right after their lookup (see pushContent).
+	// page cache right after their lookup (see fileNode.preparePush).
 	Pushed uint64 `json:"pushed"`
 }
 

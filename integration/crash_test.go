@@ -56,6 +56,22 @@ func crashIterations(t *testing.T) int {
 	return n
 }
 
+// createLayoutStore writes a store at dir: a root group and an array per
+// layout.
+func createLayoutStore(t *testing.T, dir string, layouts []writeLayout) {
+	t.Helper()
+	s, err := store.OpenDir(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = zarr.CreateGroup(context.Background(), s, "", 3, nil)
+	s.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addLayouts(t, dir, layouts)
+}
+
 // workload is a store written by testdata/chunk_writer.py processes, the
 // contents they write and the manifest in which they record each write.
 type workload struct {
@@ -81,16 +97,7 @@ func newWorkload(t *testing.T) *workload {
 	t.Helper()
 	w := &workload{dir: t.TempDir(), work: t.TempDir(), initial: map[string]string{}}
 	w.manifest = filepath.Join(w.work, "manifest")
-	s, err := store.OpenDir(w.dir, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = zarr.CreateGroup(context.Background(), s, "", 3, nil)
-	s.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addLayouts(t, w.dir, crashLayouts)
+	createLayoutStore(t, w.dir, crashLayouts)
 	h := openView(t, w.dir)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, l := range crashLayouts {

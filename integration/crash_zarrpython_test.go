@@ -35,17 +35,8 @@ func TestCrashZarrPythonKilled(t *testing.T) {
 	zarrtest.RequirePython(t)
 	o := zarrtest.NewOracle(t)
 	dir := t.TempDir()
-	s, err := store.OpenDir(dir, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = zarr.CreateGroup(context.Background(), s, "", 3, nil)
-	s.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
 	layout := crashLayouts[2] // crc: int32 [24 24], shards [12 12], inner chunks [4 4]
-	addLayouts(t, dir, []writeLayout{layout})
+	createLayoutStore(t, dir, []writeLayout{layout})
 	manifest := filepath.Join(t.TempDir(), "manifest")
 	script, _ := filepath.Abs(filepath.Join("testdata", "zarr_crash_writer.py"))
 	rng := rand.New(rand.NewPCG(7, 8))
@@ -66,6 +57,7 @@ func TestCrashZarrPythonKilled(t *testing.T) {
 		case <-time.After(time.Duration(300+rng.IntN(1500)) * time.Millisecond):
 		}
 		syscall.Kill(m.Pid(), syscall.SIGKILL)
+		var err error
 		select {
 		case err = <-done:
 		case <-time.After(10 * time.Second):
@@ -111,8 +103,8 @@ func TestCrashZarrPythonKilled(t *testing.T) {
 			t.FailNow()
 		}
 	}
-	acked, begun := readWriteManifest(t, manifest).counts()
-	t.Logf("%d kills: %d writes begun, %d acknowledged; %d kills left a journal to recover", crashIterations(t), begun, acked, pending)
+	w := readWriteManifest(t, manifest)
+	t.Logf("%d kills: %d writes begun, %d acknowledged; %d kills left a journal to recover", crashIterations(t), w.begun, w.done, pending)
 	if pending == 0 {
 		t.Errorf("no kill left an unpublished journal: the test did not test recovery")
 	}
@@ -125,8 +117,8 @@ func TestCrashZarrPythonKilled(t *testing.T) {
 type writeManifest struct {
 	acked    map[[2]int]int32
 	inflight map[[2]int][]int32
-	begun    int
-	done     int
+	begun    int // writes begun
+	done     int // writes acknowledged
 }
 
 func readWriteManifest(t *testing.T, path string) *writeManifest {
@@ -156,8 +148,6 @@ func readWriteManifest(t *testing.T, path string) *writeManifest {
 	}
 	return w
 }
-
-func (w *writeManifest) counts() (acked, begun int) { return w.done, w.begun }
 
 // check reads the array at path of h and compares each chunk with what the
 // manifest allows: every element of a chunk holds one value, the last
