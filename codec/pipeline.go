@@ -7,10 +7,11 @@ import (
 	"github.com/zarrfs/zarrfs/zarr/meta"
 )
 
-// MaxVariableSize bounds intermediate decoded sizes that the chunk spec
-// cannot predict (variable-length types, compressors in front of a
-// compressor), so that a decompression bomb fails instead of exhausting memory.
-var MaxVariableSize = 1 << 30
+// MaxDecodedSize bounds what decoding holds in memory: intermediate sizes
+// the chunk spec cannot predict (variable-length types, compressors in
+// front of a compressor), so that a decompression bomb fails instead of
+// exhausting memory, and chunks whose spec is larger, which are refused.
+var MaxDecodedSize = 1 << 30
 
 // Pipeline is a complete v3 codec chain for one chunk spec.
 type Pipeline struct {
@@ -89,6 +90,17 @@ func (p *Pipeline) EncodedSize() (int, bool) {
 	return size, fixed
 }
 
+// MaxEncodedSize bounds the encoded size of a chunk this pipeline can
+// decode: compressors expand incompressible data only slightly. Larger
+// stored chunks are not read into memory.
+func (p *Pipeline) MaxEncodedSize() int64 {
+	n := p.spec.DecodedSize()
+	if n < 0 || n > MaxDecodedSize {
+		n = MaxDecodedSize
+	}
+	return 2*int64(n) + 1<<20
+}
+
 // Encode serialises a chunk of the pipeline's spec.
 func (p *Pipeline) Encode(c *Chunk) ([]byte, error) {
 	if err := c.Check(p.spec); err != nil {
@@ -138,12 +150,15 @@ func (p *Pipeline) Check(b []byte) error {
 // decodes into *scratch (growing it), so the chunk it returns may be in
 // the scratch memory.
 func (p *Pipeline) decode(b []byte, scratch *[]byte) (*Chunk, error) {
+	if n := p.spec.DecodedSize(); n > MaxDecodedSize {
+		return nil, fmt.Errorf("%w: a chunk of %d bytes, more than the %d decoded in memory", ErrTooLarge, n, MaxDecodedSize)
+	}
 	var err error
 	for i := len(p.bb) - 1; i >= 0; i-- {
 		want := p.sizes[i]
 		limit := want
 		if want < 0 {
-			limit = MaxVariableSize
+			limit = MaxDecodedSize
 		}
 		if into, ok := p.bb[i].(DecoderInto); ok && scratch != nil {
 			b, err = into.DecodeInto(*scratch, b, limit)

@@ -410,3 +410,19 @@ func TestTransposeKnown(t *testing.T) {
 		}
 	}
 }
+
+// TestTooLargeToDecode: a chunk whose spec is larger than MaxDecodedSize
+// is refused before anything is allocated, and bounds the stored size.
+func TestTooLargeToDecode(t *testing.T) {
+	spec := codec.Spec{Shape: []int{codec.MaxDecodedSize + 1}, Type: dtype.TypeUint8}
+	p, err := codec.NewPipeline([]meta.Codec{{Name: "bytes"}, {Name: "gzip", Configuration: json.RawMessage(`{"level":1}`)}}, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Decode([]byte("tiny")); !errors.Is(err, codec.ErrTooLarge) {
+		t.Errorf("decode of a chunk of %d bytes: %v, want ErrTooLarge", spec.Shape[0], err)
+	}
+	if got, want := p.MaxEncodedSize(), 2*int64(codec.MaxDecodedSize)+1<<20; got != want {
+		t.Errorf("MaxEncodedSize = %d, want %d", got, want)
+	}
+}

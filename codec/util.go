@@ -90,7 +90,7 @@ func sizeExceeded(maxSize int) error {
 // preallocLimit is the largest decoded size that decoders reserve up front
 // from maxSize alone. The pipeline passes the exact decoded size as maxSize
 // whenever it is known, so reserving it avoids growing the output; loose
-// bounds (MaxVariableSize) are larger than this and are not reserved.
+// bounds (MaxDecodedSize) are larger than this and are not reserved.
 const preallocLimit = 256 << 20
 
 // initialCap is the capacity to start a decoded buffer with: hint when the

@@ -156,7 +156,11 @@ func (b *binding) mapError(ctx context.Context, op, path string, err error) sysc
 	case errors.Is(err, keyspace.ErrExists):
 		return syscall.EEXIST
 	case errors.Is(err, keyspace.ErrTooLarge):
+		b.opts.Logger.WarnContext(ctx, op+" refused: file too large", "path", path, "error", err)
 		return syscall.EFBIG
+	case errors.Is(err, keyspace.ErrNoSpace):
+		b.opts.Logger.WarnContext(ctx, op+" refused", "path", path, "error", err)
+		return syscall.ENOSPC
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		// The journal could not take the write: nothing was acknowledged.
 		b.opts.Logger.WarnContext(ctx, op+" failed: no space for the journal", "path", path, "error", err)

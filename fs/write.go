@@ -16,6 +16,11 @@ var (
 	_ = (gofs.NodeUnlinker)((*dirNode)(nil))
 	_ = (gofs.NodeRenamer)((*dirNode)(nil))
 	_ = (gofs.NodeMkdirer)((*dirNode)(nil))
+	_ = (gofs.NodeRmdirer)((*dirNode)(nil))
+	_ = (gofs.NodeSetxattrer)((*dirNode)(nil))
+	_ = (gofs.NodeRemovexattrer)((*dirNode)(nil))
+	_ = (gofs.NodeSetxattrer)((*fileNode)(nil))
+	_ = (gofs.NodeRemovexattrer)((*fileNode)(nil))
 	_ = (gofs.NodeSetattrer)((*fileNode)(nil))
 )
 
@@ -56,6 +61,26 @@ func (n *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 func (n *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	return nil, n.b.errno(ctx, "mkdir", n.d.Path()+"/"+name, n.d.Mkdir(ctx, name))
 }
+
+// Rmdir is implemented because go-fuse answers 0 for a node without it.
+func (n *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
+	return n.b.errno(ctx, "rmdir", n.d.Path()+"/"+name, n.d.Rmdir(ctx, name))
+}
+
+// Extended attributes are zarrfs's own, read-only: go-fuse would answer
+// ENODATA to a set, where cp --preserve=xattr and rsync -X expect ENOTSUP
+// from a file system that keeps none.
+func (n *dirNode) Setxattr(context.Context, string, []byte, uint32) syscall.Errno {
+	return syscall.ENOTSUP
+}
+
+func (n *dirNode) Removexattr(context.Context, string) syscall.Errno { return syscall.ENOTSUP }
+
+func (n *fileNode) Setxattr(context.Context, string, []byte, uint32) syscall.Errno {
+	return syscall.ENOTSUP
+}
+
+func (n *fileNode) Removexattr(context.Context, string) syscall.Errno { return syscall.ENOTSUP }
 
 // openWrite opens a file for writing (called by fileNode.Open).
 func (n *fileNode) openWrite(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {

@@ -504,6 +504,53 @@ func TestConcurrentWriters(t *testing.T) {
 	}
 }
 
+// TestTwoMountsOneMinute runs a writer process on each of two mounts of
+// one store for ZARRFS_WRITERS_SECONDS (60 by default), on disjoint inner
+// chunks of the same shards, so that the two processes keep contending for
+// the shards' locks; the writers are then killed. After unmounting, the
+// store holds every acknowledged write and no error was returned.
+func TestTwoMountsOneMinute(t *testing.T) {
+	zarrtest.RequirePython(t)
+	seconds := 60
+	if s := os.Getenv("ZARRFS_WRITERS_SECONDS"); s != "" {
+		var err error
+		if seconds, err = strconv.Atoi(s); err != nil || seconds < 1 {
+			t.Fatalf("ZARRFS_WRITERS_SECONDS=%q: want a positive number", s)
+		}
+	}
+	w := newWorkload(t)
+	ms := []*integration.Mount{mount(t, w.dir), mount(t, w.dir)}
+	var writers []*writer
+	for i, share := range []func(int) bool{func(i int) bool { return i%2 == 0 }, func(i int) bool { return i%2 == 1 }} {
+		writers = append(writers, w.start(t, ms[i].Dir, writerOptions{pace: time.Millisecond, share: share, seed: uint64(i)}))
+	}
+	wait := time.Duration(seconds) * time.Second
+	for _, wr := range writers {
+		if exited, err := wr.wait(wait); exited {
+			t.Fatalf("a writer stopped: %v\n%s", err, wr.out.String())
+		}
+		wait = 0 // the other has run as long
+	}
+	for _, wr := range writers {
+		wr.kill()
+	}
+	for _, m := range ms {
+		if err := m.Stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if left := journalRecords(t, w.dir); len(left) > 0 {
+		t.Errorf("clean unmounts left journal files: %v", left)
+	}
+	begun, done, errnos := w.manifestStats(t)
+	if len(errnos) > 0 || done < 100 {
+		t.Fatalf("the writers began %d writes, finished %d, errors %v; want many and none", begun, done, errnos)
+	}
+	t.Logf("%d writes begun, %d acknowledged in %d s on two mounts", begun, done, seconds)
+	w.verify(t)
+	w.checkReaders(t)
+}
+
 func isExit(err error, code int) bool {
 	var exit *exec.ExitError
 	return errors.As(err, &exit) && exit.ExitCode() == code

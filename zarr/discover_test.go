@@ -3,6 +3,7 @@ package zarr_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"iter"
@@ -127,4 +128,32 @@ func TestDiscoveryWithoutListing(t *testing.T) {
 			t.Errorf("a store rooted at %s: %v, want its digest %s", g.Path, got, g.Digest)
 		}
 	})
+}
+
+// TestDirectoryLeadingOut: a directory of the hierarchy that is a link out
+// of the store is one broken node naming why; the rest opens.
+func TestDirectoryLeadingOut(t *testing.T) {
+	dir, outside := t.TempDir(), t.TempDir()
+	arrays := zarrtest.WriteV3Store(t, dir)
+	if err := os.Rename(filepath.Join(dir, arrays[0].Path), filepath.Join(outside, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(outside, "a"), filepath.Join(dir, arrays[0].Path)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.OpenDir(dir, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	h, err := zarr.Open(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := h.Node(arrays[0].Path); !ok || !errors.Is(n.Err, store.ErrInvalidKey) {
+		t.Errorf("%s, a link out of the store: %+v, want a node whose error is ErrInvalidKey", arrays[0].Path, n)
+	}
+	if n, ok := h.Node(arrays[1].Path); !ok || n.Err != nil || n.Array == nil {
+		t.Errorf("%s: %+v, want the array", arrays[1].Path, n)
+	}
 }

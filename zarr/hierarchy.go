@@ -125,7 +125,13 @@ func (h *Hierarchy) visit(ctx context.Context, prefix string) (*Node, error) {
 	}
 	if n.Err == nil {
 		for _, d := range dirs {
-			child, err := h.visit(ctx, store.Join(prefix, d))
+			key := store.Join(prefix, d)
+			child, err := h.visit(ctx, key)
+			if errors.Is(err, store.ErrInvalidKey) {
+				// A directory leading out of the store: one broken node.
+				child, err = &Node{Path: key, Err: err}, nil
+				h.nodes[key] = child
+			}
 			if err != nil {
 				return nil, err
 			}

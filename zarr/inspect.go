@@ -142,6 +142,10 @@ func (a *Array) InspectChunk(ctx context.Context, coords []int, verify bool) Chu
 		if !verify {
 			continue
 		}
+		if limit := a.shard.Inner().MaxEncodedSize(); n > limit {
+			errs = append(errs, fmt.Errorf("inner chunk %d: %d bytes at offset %d, more than any chunk of this array encodes to (%d)", i, n, off, limit))
+			continue
+		}
 		b := make([]byte, n)
 		if _, err := f.ReadAt(b, off); err != nil {
 			errs = append(errs, fmt.Errorf("inner chunk %d: %w", i, err))

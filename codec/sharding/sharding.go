@@ -77,6 +77,9 @@ func New(raw json.RawMessage, spec codec.Spec) (*Codec, error) {
 		}
 		c.grid[d] = spec.Shape[d] / n
 	}
+	if n, ok := nd.SizeFits(c.grid); !ok || n > codec.MaxDecodedSize/16 {
+		return nil, fmt.Errorf("%w: %v inner chunks per shard: an index larger than the %d bytes read in memory", codec.ErrConfig, c.grid, codec.MaxDecodedSize)
+	}
 	if len(cfg.Codecs) == 0 {
 		return nil, fmt.Errorf("%w: codecs is empty", codec.ErrConfig)
 	}

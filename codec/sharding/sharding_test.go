@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/zarrfs/zarrfs/codec"
@@ -216,6 +217,13 @@ func TestConfigErrors(t *testing.T) {
 		if _, err := sharding.New(json.RawMessage(cfg), spec); err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+	// An index that would not fit in memory (2^36 entries of 16 bytes):
+	// refused before it is ever read.
+	huge := codec.Spec{Shape: []int{1 << 36}, Type: dtype.TypeUint8, Fill: []byte{0}}
+	cfg := `{"chunk_shape":[1],"codecs":` + bytesLE + `,"index_codecs":` + indexCRC + `}`
+	if _, err := sharding.New(json.RawMessage(cfg), huge); !errors.Is(err, codec.ErrConfig) || !strings.Contains(err.Error(), "an index larger than") {
+		t.Errorf("2^36 inner chunks per shard: %v, want the index refused", err)
 	}
 }
 

@@ -225,6 +225,9 @@ func (av *arrayView) readStored(ctx context.Context, loc location) ([]byte, erro
 	if av.fs.files == nil {
 		return av.readRange(ctx, loc)
 	}
+	if err := av.fitsInMemory(ctx, loc); err != nil {
+		return nil, err
+	}
 	b := make([]byte, loc.n)
 	file, release, err := av.fs.files.acquire(ctx, loc.key, loc.gen)
 	if err != nil {
@@ -237,11 +240,27 @@ func (av *arrayView) readStored(ctx context.Context, loc location) ([]byte, erro
 	return b, nil
 }
 
+// fitsInMemory refuses to read a stored chunk whole when it is larger than
+// any chunk of the array encodes to: a corrupt index entry, or one in a
+// sparse shard, must not make the daemon allocate gigabytes. Reads by
+// range still serve such a chunk's file as stored.
+func (av *arrayView) fitsInMemory(ctx context.Context, loc location) error {
+	if limit := av.source.MaxEncodedSize(); loc.n > limit {
+		err := fmt.Errorf("%w: %s: an inner chunk of %d bytes at offset %d, more than any chunk of this array encodes to (%d)", ErrCorrupt, loc.key, loc.n, loc.off, limit)
+		av.fs.logOnce(ctx, loc.key, "inner chunk too large to read whole", "error", err)
+		return err
+	}
+	return nil
+}
+
 // verifyTrailerOf verifies the chunk at loc of an open shard file, reading
 // it only when it was not verified before.
 func (f *File) verifyTrailerOf(ctx context.Context, file store.Object, loc location) error {
 	if _, ok := f.fs.cache.Get(trailerKey(loc)); !f.arr.verify || ok {
 		return nil
+	}
+	if err := f.arr.fitsInMemory(ctx, loc); err != nil {
+		return err
 	}
 	b := make([]byte, loc.n)
 	if _, err := file.ReadAt(b, loc.off); err != nil && err != io.EOF {

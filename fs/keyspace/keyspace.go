@@ -53,6 +53,8 @@ var (
 	// ErrCorrupt: stored data cannot be served (EIO). Wrapped with the
 	// store key and the reason.
 	ErrCorrupt = errors.New("corrupt data")
+	// ErrNoSpace: temporary files hold all the memory they may (ENOSPC).
+	ErrNoSpace = errors.New("no space for temporary files")
 	// ErrInvalid: written bytes are not one valid chunk or document (EINVAL).
 	ErrInvalid = errors.New("invalid content")
 	// ErrPermission: the change is not allowed, such as structural

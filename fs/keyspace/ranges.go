@@ -31,6 +31,9 @@ type storedRange struct{ off, n int64 }
 // readRange returns a chunk's stored bytes from a store read by ranges,
 // fetching its run unless it is cached.
 func (av *arrayView) readRange(ctx context.Context, loc location) ([]byte, error) {
+	if err := av.fitsInMemory(ctx, loc); err != nil {
+		return nil, err
+	}
 	f := av.fs
 	// Other readers wait for this load: one reader's interrupted request
 	// must not fail theirs.

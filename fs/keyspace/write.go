@@ -18,12 +18,15 @@ import (
 	"github.com/zarrfs/zarrfs/zarr/nd"
 )
 
-// Bounds on buffered writes, so a runaway writer gets EFBIG rather than
-// exhausting memory.
+// Bounds on buffered writes, so a runaway writer gets EFBIG (one file) or
+// ENOSPC (all temporary files: a careless cp of a tree into the mount)
+// rather than exhausting memory.
 const (
 	maxDocSize  = 16 << 20
 	maxTempSize = 1 << 30
 )
+
+var maxTempTotal int64 = 2 << 30 // a variable for the tests
 
 // ErrTooLarge: a write goes beyond what the file can hold (EFBIG).
 var ErrTooLarge = fmt.Errorf("file too large")
@@ -35,12 +38,39 @@ type tempFile struct {
 	mu    sync.Mutex
 	data  []byte
 	mtime time.Time
+	// counted is len(data) as temps.size counts it; guarded by temps.mu.
+	counted int64
 }
 
 // temps holds the temporary files of every view, by view and path.
 type temps struct {
 	mu    sync.Mutex
 	files map[string]*tempFile
+	size  int64 // bytes of all of them
+}
+
+// resize counts a temporary file's new size, refusing growth beyond
+// maxTempTotal for all of them together.
+func (t *temps) resize(f *tempFile, size int64) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if size > f.counted && t.size+size-f.counted > maxTempTotal {
+		return fmt.Errorf("%w: temporary files hold %d bytes in memory; at most %d", ErrNoSpace, t.size, maxTempTotal)
+	}
+	t.size += size - f.counted
+	f.counted = size
+	return nil
+}
+
+// put files f at key k, replacing (and no longer counting) what was there.
+func (t *temps) put(k string, f *tempFile) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if old := t.files[k]; old != nil && old != f {
+		t.size -= old.counted
+		old.counted = 0
+	}
+	t.files[k] = f
 }
 
 func tempKey(v View, p string) string { return v.String() + ":" + p }
@@ -93,7 +123,7 @@ func (f *File) OpenWrite(ctx context.Context, truncate bool) (*WriteHandle, erro
 	h := &WriteHandle{file: f, fs: f.fs, dirty: truncate}
 	switch {
 	case f.arr != nil:
-		h.limit = f.arr.maxChunkBytes()
+		h.limit = f.arr.source.MaxEncodedSize()
 	case f.docName == zarr.ZAttrs || f.docName == zarr.ZarrJSON:
 		h.limit = maxDocSize
 	default:
@@ -128,7 +158,12 @@ func (h *WriteHandle) WriteAt(p []byte, off int64) (int, error) {
 	}
 	end := off + int64(len(p))
 	if off < 0 || end > h.limit {
-		return 0, ErrTooLarge
+		return 0, fmt.Errorf("%w: a write up to byte %d, more than the %d bytes this file can hold", ErrTooLarge, end, h.limit)
+	}
+	if h.temp != nil && end > int64(len(*buf)) {
+		if err := h.fs.temps.resize(h.temp, end); err != nil {
+			return 0, err
+		}
 	}
 	if end > int64(len(*buf)) {
 		*buf = slices.Grow(*buf, int(end)-len(*buf))[:end]
@@ -159,7 +194,7 @@ func (h *WriteHandle) Truncate(size int64) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if size < 0 || size > h.limit {
-		return ErrTooLarge
+		return fmt.Errorf("%w: a size of %d bytes, more than the %d this file can hold", ErrTooLarge, size, h.limit)
 	}
 	buf := &h.buf
 	if h.temp != nil {
@@ -167,9 +202,17 @@ func (h *WriteHandle) Truncate(size int64) error {
 		defer h.temp.mu.Unlock()
 		buf = &h.temp.data
 	}
-	if size <= int64(len(*buf)) {
+	if h.temp != nil {
+		if err := h.fs.temps.resize(h.temp, size); err != nil {
+			return err
+		}
+	}
+	switch {
+	case size == 0:
+		*buf = nil
+	case size <= int64(len(*buf)):
 		*buf = (*buf)[:size]
-	} else {
+	default:
 		*buf = append(*buf, make([]byte, size-int64(len(*buf)))...)
 	}
 	h.dirty, h.refused = true, false
@@ -222,16 +265,6 @@ func (f *File) commit(ctx context.Context, content []byte) error {
 		return f.arr.commitChunk(ctx, f.path, f.coords, content)
 	}
 	return f.fs.writeDoc(ctx, f.node, f.view, f.docName, content)
-}
-
-// maxChunkBytes bounds what a chunk file may be written with: compressors
-// expand incompressible data only slightly.
-func (av *arrayView) maxChunkBytes() int64 {
-	n := av.source.Spec().DecodedSize()
-	if n < 0 {
-		return int64(codec.MaxVariableSize)
-	}
-	return 2*int64(n) + 1<<20
 }
 
 // commitChunk validates bytes written to a chunk file of the view and
@@ -376,7 +409,7 @@ func (d *Dir) Create(ctx context.Context, name string, exclusive bool) (Entry, *
 		if _, found, _ := av.locate(ctx, coords, false); found && exclusive {
 			return Entry{}, nil, ErrExists
 		}
-		h := &WriteHandle{file: f, fs: d.fs, dirty: true, limit: av.maxChunkBytes()}
+		h := &WriteHandle{file: f, fs: d.fs, dirty: true, limit: av.source.MaxEncodedSize()}
 		return Entry{Name: name, File: f, Attr: Attr{Ino: inode(d.view, p), Mtime: time.Now()}}, h, nil
 	}
 	if e, err := d.Lookup(ctx, name); err == nil {
@@ -389,9 +422,7 @@ func (d *Dir) Create(ctx context.Context, name string, exclusive bool) (Entry, *
 		return Entry{}, nil, fmt.Errorf("%s: %w", p, err)
 	}
 	t := &tempFile{mtime: time.Now()}
-	d.fs.temps.mu.Lock()
-	d.fs.temps.files[tempKey(d.view, p)] = t
-	d.fs.temps.mu.Unlock()
+	d.fs.temps.put(tempKey(d.view, p), t)
 	f := &File{fs: d.fs, view: d.view, path: p, temp: t}
 	return Entry{Name: name, File: f, Attr: f.tempAttr()}, &WriteHandle{temp: t, fs: d.fs, limit: maxTempSize}, nil
 }
@@ -430,7 +461,11 @@ func (t *temps) remove(v View, p string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	k := tempKey(v, p)
-	_, ok := t.files[k]
+	f, ok := t.files[k]
+	if ok {
+		t.size -= f.counted
+		f.counted = 0
+	}
 	delete(t.files, k)
 	return ok
 }
@@ -472,9 +507,11 @@ func (d *Dir) Rename(ctx context.Context, name string, to *Dir, newName string) 
 		d.fs.logOnce(ctx, dst, "rename refused: the name reads as a chunk key but names no chunk of the array", "error", err)
 		return fmt.Errorf("%s: %w", dst, err)
 	} else {
+		d.fs.temps.put(tempKey(to.view, dst), t)
 		d.fs.temps.mu.Lock()
-		d.fs.temps.files[tempKey(to.view, dst)] = t
+		delete(d.fs.temps.files, tempKey(d.view, src)) // still counted, at dst
 		d.fs.temps.mu.Unlock()
+		return nil
 	}
 	d.fs.temps.remove(d.view, src)
 	return nil
@@ -488,6 +525,23 @@ func (d *Dir) Mkdir(ctx context.Context, name string) error {
 	if e, err := d.Lookup(ctx, name); err == nil && e.Dir != nil {
 		return ErrExists
 	}
+	return d.refuseStructure(ctx, name)
+}
+
+// Rmdir refuses: groups and arrays are not removed through the mount
+// (unlinking chunk files empties them).
+func (d *Dir) Rmdir(ctx context.Context, name string) error {
+	if !d.fs.Writable() {
+		return ErrReadOnly
+	}
+	if _, err := d.Lookup(ctx, name); err != nil {
+		return err
+	}
+	return d.refuseStructure(ctx, name)
+}
+
+func (d *Dir) refuseStructure(ctx context.Context, name string) error {
+	d.fs.logOnce(ctx, joinPath(d.path, name), "structural edit refused: the directories of a view follow the hierarchy")
 	return fmt.Errorf("%w: directories of a view follow the hierarchy", ErrPermission)
 }
 

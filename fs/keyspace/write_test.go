@@ -435,3 +435,72 @@ func TestMisplacedChunkNames(t *testing.T) {
 		t.Fatal("refused names changed the store")
 	}
 }
+
+// TestRmdirRefused: groups and arrays are not removed through a view;
+// a missing name is ErrNotFound.
+func TestRmdirRefused(t *testing.T) {
+	f, _, dir := writableFS(t)
+	ctx := context.Background()
+	before := snapshot(t, dir)
+	for _, v := range []keyspace.View{keyspace.V2, keyspace.V3} {
+		if err := f.Root(v).Rmdir(ctx, "uint16_zstd_end"); !errors.Is(err, keyspace.ErrPermission) {
+			t.Errorf("rmdir of an array in %v: %v, want ErrPermission", v, err)
+		}
+		if err := f.Root(v).Rmdir(ctx, "missing"); !errors.Is(err, keyspace.ErrNotFound) {
+			t.Errorf("rmdir of a missing name in %v: %v, want ErrNotFound", v, err)
+		}
+	}
+	if err := lookupDir(t, f.Root(keyspace.V3), "uint16_zstd_end").Rmdir(ctx, "c"); !errors.Is(err, keyspace.ErrPermission) {
+		t.Errorf("rmdir of a chunk directory: %v, want ErrPermission", err)
+	}
+	if after := snapshot(t, dir); !maps(before, after) {
+		t.Fatal("a refused rmdir changed the store")
+	}
+}
+
+// TestTempFilesMemoryBound: temporary files together hold at most the
+// bound; a write beyond it fails with ErrNoSpace and changes nothing, and
+// removing, truncating or renaming files gives the memory back.
+func TestTempFilesMemoryBound(t *testing.T) {
+	defer keyspace.SetMaxTempTotal(1000)()
+	f, _, _ := writableFS(t)
+	ctx := context.Background()
+	v2 := lookupDir(t, f.Root(keyspace.V2), "uint16_zstd_end")
+	create := func(name string, n int) (*keyspace.WriteHandle, error) {
+		t.Helper()
+		_, h, err := v2.Create(ctx, name, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = h.WriteAt(make([]byte, n), 0)
+		return h, err
+	}
+	a, err := create(".a", 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := create(".b", 600); !errors.Is(err, keyspace.ErrNoSpace) {
+		t.Fatalf("600 + 600 bytes of temporary files with a bound of 1000: %v, want ErrNoSpace", err)
+	}
+	if err := v2.Unlink(ctx, ".b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Truncate(100); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := create(".c", 800); err != nil {
+		t.Fatalf("after truncating: %v", err)
+	}
+	if err := v2.Rename(ctx, ".c", v2, ".d"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := create(".e", 200); !errors.Is(err, keyspace.ErrNoSpace) {
+		t.Fatalf("a renamed file still counts: %v, want ErrNoSpace", err)
+	}
+	if err := v2.Rename(ctx, ".a", v2, ".d"); err != nil { // replaces .d's 800 bytes
+		t.Fatal(err)
+	}
+	if _, err := create(".f", 800); err != nil {
+		t.Fatalf("after a rename replaced a file: %v", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/zarrfs/zarrfs/zarr/dtype"
+	"github.com/zarrfs/zarrfs/zarr/nd"
 )
 
 // ArrayV3 is the zarr.json of an array.
@@ -35,7 +36,7 @@ func (*ArrayV3) nodeV3() {}
 func (a *ArrayV3) Rank() int { return len(a.Shape) }
 
 // GridShape is the number of chunks along each dimension.
-func (a *ArrayV3) GridShape() []int { return gridShape(a.Shape, a.ChunkShape) }
+func (a *ArrayV3) GridShape() []int { return nd.Grid(a.Shape, a.ChunkShape) }
 
 // Clone returns a deep copy of a.
 func (a *ArrayV3) Clone() *ArrayV3 {
@@ -161,6 +162,9 @@ func (a *ArrayV3) validate() error {
 		return err
 	}
 	if err := checkChunkShape(a.ChunkShape, len(a.Shape), "chunk_grid.configuration.chunk_shape"); err != nil {
+		return err
+	}
+	if err := checkSizes(a.Shape, a.ChunkShape, "chunk_grid.configuration.chunk_shape"); err != nil {
 		return err
 	}
 	if err := a.KeyEncoding.validate(); err != nil {

@@ -1,5 +1,7 @@
 package meta
 
+import "github.com/zarrfs/zarrfs/zarr/nd"
+
 // checkShape checks the lengths of an array's dimensions.
 func checkShape(shape []int, field string) error {
 	for i, n := range shape {
@@ -23,16 +25,14 @@ func checkChunkShape(chunks []int, rank int, field string) error {
 	return nil
 }
 
-// gridShape is the number of chunks along each dimension: ceil(shape/chunks).
-func gridShape(shape, chunks []int) []int {
-	grid := make([]int, len(shape))
-	for i := range grid {
-		if i < len(chunks) && chunks[i] > 0 {
-			grid[i] = shape[i] / chunks[i]
-			if shape[i]%chunks[i] != 0 {
-				grid[i]++
-			}
-		}
+// checkSizes refuses shapes whose chunks, or whose grid of chunks, hold
+// more elements than an int counts: every index computation would wrap.
+func checkSizes(shape, chunks []int, field string) error {
+	if _, ok := nd.SizeFits(chunks); !ok {
+		return invalid("%s: %v: a chunk of more than 2^63 elements", field, chunks)
 	}
-	return grid
+	if _, ok := nd.SizeFits(nd.Grid(shape, chunks)); !ok {
+		return invalid("%s: %v: more than 2^63 chunks in shape %v", field, chunks, shape)
+	}
+	return nil
 }

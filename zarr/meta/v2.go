@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/zarrfs/zarrfs/zarr/dtype"
+	"github.com/zarrfs/zarrfs/zarr/nd"
 )
 
 // ArrayV2 is the .zarray of a v2 array. Unknown keys are kept as written.
@@ -40,7 +41,7 @@ type ArrayV2 struct {
 func (a *ArrayV2) Rank() int { return len(a.Shape) }
 
 // GridShape is the number of chunks along each dimension.
-func (a *ArrayV2) GridShape() []int { return gridShape(a.Shape, a.Chunks) }
+func (a *ArrayV2) GridShape() []int { return nd.Grid(a.Shape, a.Chunks) }
 
 // KeyEncoding is the encoding of the array's chunk keys.
 func (a *ArrayV2) KeyEncoding() KeyEncoding {
@@ -222,6 +223,9 @@ func (a *ArrayV2) validate() error {
 		return err
 	}
 	if err := checkChunkShape(a.Chunks, len(a.Shape), "chunks"); err != nil {
+		return err
+	}
+	if err := checkSizes(a.Shape, a.Chunks, "chunks"); err != nil {
 		return err
 	}
 	if a.Order != 'C' && a.Order != 'F' {

@@ -71,6 +71,8 @@ func TestParseV3Errors(t *testing.T) {
 		{"chunk_grid", `{"name": "rectilinear", "configuration": {}}`, ErrUnsupported, `zarr.json: chunk_grid: "rectilinear" is not supported (only "regular")`},
 		{"chunk_grid", `{"name": "regular", "configuration": {"chunk_shape": [5, 5]}}`, ErrInvalid, "zarr.json: chunk_grid.configuration.chunk_shape: has 2 dimensions, shape has 3"},
 		{"chunk_grid", `{"name": "regular", "configuration": {"chunk_shape": [5, 0, 7]}}`, ErrInvalid, "zarr.json: chunk_grid.configuration.chunk_shape[1]: 0 is not positive"},
+		{"shape", `[9223372036854775807, 9223372036854775807, 30]`, ErrInvalid, "zarr.json: chunk_grid.configuration.chunk_shape: [5 5 7]: more than 2^63 chunks"},
+		{"chunk_grid", `{"name": "regular", "configuration": {"chunk_shape": [4294967296, 4294967296, 7]}}`, ErrInvalid, "a chunk of more than 2^63 elements"},
 		{"chunk_grid", `{"name": "regular", "configuration": {}}`, ErrInvalid, "zarr.json: chunk_grid.configuration.chunk_shape: required"},
 		{"chunk_grid", `{"name": "regular", "configuration": {"chunk_shape": [5, 5, 7], "x": 1}}`, ErrInvalid, `zarr.json: chunk_grid.configuration: unknown member "x"`},
 		{"chunk_grid", `{"name": "regular", "configuration": [5]}`, ErrInvalid, "zarr.json: chunk_grid.configuration: [5] is not an object"},

@@ -2,6 +2,8 @@
 // shards and arrays share: C-order strides, grids and hyperrectangle copies.
 package nd
 
+import "math"
+
 // Size is the number of elements of shape.
 func Size(shape []int) int {
 	n := 1
@@ -11,8 +13,28 @@ func Size(shape []int) int {
 	return n
 }
 
-// CeilDiv is ceil(a/b) for a >= 0, b > 0.
-func CeilDiv(a, b int) int { return (a + b - 1) / b }
+// SizeFits is Size, and whether it fits in an int: shapes from metadata
+// can describe more elements than any int counts.
+func SizeFits(shape []int) (int, bool) {
+	n := 1
+	for _, d := range shape {
+		if d != 0 && n > math.MaxInt/d {
+			return 0, false
+		}
+		n *= d
+	}
+	return n, true
+}
+
+// CeilDiv is ceil(a/b) for a >= 0, b > 0, without overflowing near
+// math.MaxInt.
+func CeilDiv(a, b int) int {
+	q := a / b
+	if a%b != 0 {
+		q++
+	}
+	return q
+}
 
 // Grid is the number of chunks of chunk shape along each axis of shape.
 func Grid(shape, chunk []int) []int {

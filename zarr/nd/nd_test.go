@@ -1,6 +1,7 @@
 package nd
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -63,5 +64,28 @@ func TestLinearUnravel(t *testing.T) {
 	}
 	if g := Grid([]int{10, 9, 0}, []int{4, 3, 2}); !slices.Equal(g, []int{3, 3, 0}) {
 		t.Fatalf("Grid = %v", g)
+	}
+}
+
+func TestOverflow(t *testing.T) {
+	if g := Grid([]int{math.MaxInt, math.MaxInt - 1}, []int{2, math.MaxInt}); !slices.Equal(g, []int{math.MaxInt/2 + 1, 1}) {
+		t.Errorf("Grid near MaxInt = %v", g)
+	}
+	for _, c := range []struct {
+		shape []int
+		size  int
+		fits  bool
+	}{
+		{[]int{3, 4}, 12, true},
+		{[]int{}, 1, true},
+		{[]int{0, math.MaxInt, math.MaxInt}, 0, true},
+		{[]int{1 << 32, 1 << 31}, 0, false},
+		{[]int{math.MaxInt, 2}, 0, false},
+		{[]int{1 << 31, 1 << 31}, 1 << 62, true},
+	} {
+		size, fits := SizeFits(c.shape)
+		if fits != c.fits || fits && size != c.size {
+			t.Errorf("SizeFits(%v) = %d, %v; want %d, %v", c.shape, size, fits, c.size, c.fits)
+		}
 	}
 }

@@ -357,8 +357,13 @@ func (d *Dir) ListDir(ctx context.Context, prefix string) iter.Seq2[Entry, error
 				isDir := de.IsDir()
 				if de.Type()&fs.ModeSymlink != 0 {
 					fi, err := d.root.Stat(Join(prefix, name))
+					if errors.Is(mapErr(name, err), ErrInvalidKey) {
+						// Listed, so that reading it fails naming the key
+						// instead of the value silently missing.
+						fi, err = os.Stat(filepath.Join(d.path, filepath.FromSlash(Join(prefix, name))))
+					}
 					if err != nil {
-						continue // dangling or leading out of the store
+						continue // dangling
 					}
 					isDir = fi.IsDir()
 				}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/zarrfs/zarrfs/zarr/store"
@@ -147,13 +148,28 @@ func TestDirRefusesEscapes(t *testing.T) {
 	if err := os.Symlink("in", filepath.Join(dir, "alias")); err != nil {
 		t.Fatal(err)
 	}
+	// Links out of the store are listed (so that reading them fails with
+	// a reason, instead of the values silently missing), as what they
+	// lead to.
+	listed := map[string]bool{}
 	for e, err := range s.ListDir(ctx, "") {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e.Name == "out" || e.Name == "leak" {
-			t.Errorf("ListDir shows %q, which leads out of the store", e.Name)
-		}
+		listed[e.Name] = e.Dir
+	}
+	if dir, ok := listed["out"]; !ok || !dir {
+		t.Errorf("ListDir lists the link to a directory out of the store as %v (listed: %v), want a directory", dir, ok)
+	}
+	if dir, ok := listed["leak"]; !ok || dir {
+		t.Errorf("ListDir lists the link to a file out of the store as a directory: %v (listed: %v)", dir, ok)
+	}
+	var listErr error
+	for _, err := range s.ListDir(ctx, "out") {
+		listErr = err
+	}
+	if !errors.Is(listErr, store.ErrInvalidKey) {
+		t.Errorf("ListDir(out): %v, want ErrInvalidKey", listErr)
 	}
 	for _, key := range []string{"../x", "a/../../x", "/etc/passwd", "a//b", "./a", "a\\b", "out/secret", "leak", ""} {
 		if _, err := store.ReadAll(ctx, s, key); !errors.Is(err, store.ErrInvalidKey) {
@@ -215,4 +231,37 @@ func TestDirConformance(t *testing.T) {
 	// The optimistic loop of store.Update, as on object stores.
 	s2, _ := openDir(t, false)
 	storetest.Run(t, optimistic{s2})
+}
+
+// TestDirWholeValueBound: a whole read of a value larger than MaxValueSize
+// (here a sparse file) fails with ErrTooLarge naming the key, without
+// allocating it; ranges of it still read.
+func TestDirWholeValueBound(t *testing.T) {
+	ctx := context.Background()
+	s, dir := openDir(t, false)
+	if err := os.WriteFile(filepath.Join(dir, "big"), []byte("head"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(filepath.Join(dir, "big"), store.MaxValueSize+1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.ReadAll(ctx, s, "big"); !errors.Is(err, store.ErrTooLarge) || !strings.Contains(err.Error(), "big") {
+		t.Errorf("ReadAll of a value of MaxValueSize+1 bytes: %v, want ErrTooLarge naming the key", err)
+	}
+	if b, _, err := s.Get(ctx, "big", store.Range(0, 4), store.Cond{}); err != nil || string(b) != "head" {
+		t.Errorf("a range of it: %q, %v", b, err)
+	}
+}
+
+func TestSpanReadBody(t *testing.T) {
+	span := store.Span{Length: -1, Max: 8}
+	if _, err := span.ReadBody(strings.NewReader("0123456789"), 10); !errors.Is(err, store.ErrTooLarge) {
+		t.Errorf("declared 10 bytes, at most 8: %v", err)
+	}
+	if _, err := span.ReadBody(strings.NewReader("0123456789"), -1); !errors.Is(err, store.ErrTooLarge) {
+		t.Errorf("undeclared 10 bytes, at most 8: %v", err)
+	}
+	if b, err := span.ReadBody(strings.NewReader("01234567"), -1); err != nil || string(b) != "01234567" {
+		t.Errorf("8 bytes, at most 8: %q, %v", b, err)
+	}
 }

@@ -42,7 +42,14 @@ var (
 	ErrNotModified = errors.New("not modified")
 	// ErrNoListing: the store cannot list its keys (a web server).
 	ErrNoListing = errors.New("store cannot list keys")
+	// ErrTooLarge: a whole value is larger than MaxValueSize.
+	ErrTooLarge = errors.New("value too large to read whole")
 )
+
+// MaxValueSize bounds the reads of whole values (All): metadata documents,
+// shards read for a rewrite. A sparse or hostile object of terabytes is
+// refused, not allocated.
+const MaxValueSize = 2 << 30
 
 // Generation identifies one version of a value; "" is none. It is opaque:
 // device, inode, modification time and size for a local file, the ETag for
@@ -68,10 +75,12 @@ type Span struct {
 	// value), so that an index at the end of a shard costs one request
 	// without knowing the shard's size.
 	Suffix int64
+	// Max > 0 refuses, with ErrTooLarge, a selection longer than Max.
+	Max int64
 }
 
-// All selects a whole value.
-var All = Span{Length: -1}
+// All selects a whole value of at most MaxValueSize bytes.
+var All = Span{Length: -1, Max: MaxValueSize}
 
 // Range selects length bytes at offset.
 func Range(offset, length int64) Span { return Span{Offset: offset, Length: length} }
@@ -93,7 +102,36 @@ func (s Span) Resolve(size int64) (offset, length int64, err error) {
 	if offset < 0 || length < 0 || offset > size || length > size-offset {
 		return 0, 0, fmt.Errorf("range [%d, %d+%d) of %d bytes: %w", s.Offset, s.Offset, s.Length, size, io.ErrUnexpectedEOF)
 	}
+	if err := s.CheckLength(length); err != nil {
+		return 0, 0, err
+	}
 	return offset, length, nil
+}
+
+// ReadBody reads a response body that holds the span's selection, of
+// declared length when that is >= 0, refusing more than s.Max bytes (or
+// MaxValueSize: a server may answer a range with the whole value) before
+// reading them.
+func (s Span) ReadBody(body io.Reader, declared int64) ([]byte, error) {
+	if s.Max <= 0 {
+		s.Max = MaxValueSize
+	}
+	if err := s.CheckLength(declared); err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(io.LimitReader(body, s.Max+1))
+	if err != nil {
+		return nil, err
+	}
+	return b, s.CheckLength(int64(len(b)))
+}
+
+// CheckLength refuses a selection of length bytes longer than s.Max.
+func (s Span) CheckLength(length int64) error {
+	if s.Max > 0 && length > s.Max {
+		return fmt.Errorf("%w: %d bytes, more than %d", ErrTooLarge, length, s.Max)
+	}
+	return nil
 }
 
 // Cond makes a read or a write conditional on the generation of the value.

@@ -107,7 +107,9 @@ func (s *Store) Get(ctx context.Context, key string, span store.Span, cond store
 			return err // a generation of ours the server could not check
 		}
 		var err error
-		if b, err = io.ReadAll(resp.Body); err != nil {
+		if b, err = span.ReadBody(resp.Body, resp.ContentLength); errors.Is(err, store.ErrTooLarge) {
+			return fmt.Errorf("%s: %w", key, err)
+		} else if err != nil {
 			return fmt.Errorf("%s: %w (%v)", key, errTruncated, err)
 		}
 		if resp.ContentLength >= 0 && int64(len(b)) != resp.ContentLength {

@@ -158,7 +158,11 @@ func (s *Store) Get(ctx context.Context, key string, span store.Span, cond store
 	}
 	defer out.Body.Close()
 	info := describe(out.ETag, out.LastModified, out.ContentLength, out.ContentRange)
-	b, err := io.ReadAll(out.Body)
+	declared := int64(-1)
+	if out.ContentLength != nil {
+		declared = *out.ContentLength
+	}
+	b, err := span.ReadBody(out.Body, declared)
 	if err != nil {
 		return nil, info, fmt.Errorf("%s: %w", key, err)
 	}
