@@ -262,8 +262,8 @@ func (av *arrayView) stored(ctx context.Context, prefix []int) iter.Seq2[[]int, 
 			}
 			for _, onlyPending := range []bool{false, true} {
 				for i := 0; i < n; i++ {
-					deleted, isPending := p.Deleted[i]
-					if onlyPending && (!isPending || deleted || stored(i)) || !onlyPending && (!stored(i) || isPending && deleted) {
+					u := p.Updates[i]
+					if onlyPending && (u != writeback.Written || stored(i)) || !onlyPending && (!stored(i) || u == writeback.Deleted) {
 						continue
 					}
 					c := av.a.InnerCoords(objCoords, i)

@@ -155,16 +155,16 @@ func (o *Overlay) PendingShards(a *zarr.Array) map[string]PendingShard {
 		if su.a.Path != a.Path {
 			continue
 		}
-		chunks := make(map[int]bool, len(su.updates))
+		updates := make(map[int]Update, len(su.updates))
 		for i, up := range su.updates {
-			chunks[i] = up.deleted
+			updates[i] = updateOf(up.deleted)
 		}
 		prefix := a.Path
 		if prefix != "" {
 			prefix += "/"
 		}
 		coords, _ := a.ParseChunkKey(key[len(prefix):])
-		out[key] = PendingShard{Coords: coords, Deleted: chunks}
+		out[key] = PendingShard{Coords: coords, Updates: updates}
 	}
 	return out
 }

@@ -237,8 +237,7 @@ func (w *Writer) Lookup(a *zarr.Array, coords []int) (p Pending, ok bool) {
 }
 
 // PendingShards returns, for every shard of a with pending updates, its
-// grid coordinates and which of its inner chunks (by index in the shard)
-// are pending deletions (true) or puts (false).
+// grid coordinates and its pending inner chunks.
 func (w *Writer) PendingShards(a *zarr.Array) map[string]PendingShard {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -247,19 +246,35 @@ func (w *Writer) PendingShards(a *zarr.Array) map[string]PendingShard {
 		if ps.a != a {
 			continue
 		}
-		chunks := make(map[int]bool, len(ps.chunks))
+		updates := make(map[int]Update, len(ps.chunks))
 		for local, pc := range ps.chunks {
-			chunks[local] = pc.Deleted
+			updates[local] = updateOf(pc.Deleted)
 		}
-		out[key] = PendingShard{Coords: ps.coords, Deleted: chunks}
+		out[key] = PendingShard{Coords: ps.coords, Updates: updates}
 	}
 	return out
 }
 
-// PendingShard lists the pending inner chunks of one shard.
+// PendingShard lists the pending inner chunks of one shard, by index in
+// the shard.
 type PendingShard struct {
 	Coords  []int
-	Deleted map[int]bool
+	Updates map[int]Update
+}
+
+// Update is what a pending update does to an inner chunk.
+type Update uint8
+
+const (
+	Written Update = iota + 1 // new bytes
+	Deleted                   // emptied
+)
+
+func updateOf(deleted bool) Update {
+	if deleted {
+		return Deleted
+	}
+	return Written
 }
 
 // Unpublished counts the inner chunk updates not yet in their shards,
