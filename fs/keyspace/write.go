@@ -38,8 +38,10 @@ type tempFile struct {
 	mu    sync.Mutex
 	data  []byte
 	mtime time.Time
-	// counted is len(data) as temps.size counts it; guarded by temps.mu.
+	// counted is len(data) as temps.size counts it, until the file is
+	// gone (unlinked or replaced; it may still be open); guarded by temps.mu.
 	counted int64
+	gone    bool
 }
 
 // temps holds the temporary files of every view, by view and path.
@@ -54,6 +56,9 @@ type temps struct {
 func (t *temps) resize(f *tempFile, size int64) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if f.gone {
+		return nil // freed with its last handle
+	}
 	if size > f.counted && t.size+size-f.counted > maxTempTotal {
 		return fmt.Errorf("%w: temporary files hold %d bytes in memory; at most %d", ErrNoSpace, t.size, maxTempTotal)
 	}
@@ -67,10 +72,15 @@ func (t *temps) put(k string, f *tempFile) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if old := t.files[k]; old != nil && old != f {
-		t.size -= old.counted
-		old.counted = 0
+		t.forget(old)
 	}
 	t.files[k] = f
+}
+
+// forget stops counting a file that is gone; t.mu is held.
+func (t *temps) forget(f *tempFile) {
+	t.size -= f.counted
+	f.counted, f.gone = 0, true
 }
 
 func tempKey(v View, p string) string { return v.String() + ":" + p }
@@ -463,8 +473,7 @@ func (t *temps) remove(v View, p string) bool {
 	k := tempKey(v, p)
 	f, ok := t.files[k]
 	if ok {
-		t.size -= f.counted
-		f.counted = 0
+		t.forget(f)
 	}
 	delete(t.files, k)
 	return ok

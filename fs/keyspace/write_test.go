@@ -504,3 +504,31 @@ func TestTempFilesMemoryBound(t *testing.T) {
 		t.Fatalf("after a rename replaced a file: %v", err)
 	}
 }
+
+// TestTempFileWrittenAfterUnlink: writes through a handle of an unlinked
+// temporary file do not count against the others for ever.
+func TestTempFileWrittenAfterUnlink(t *testing.T) {
+	defer keyspace.SetMaxTempTotal(1000)()
+	f, _, _ := writableFS(t)
+	ctx := context.Background()
+	v2 := lookupDir(t, f.Root(keyspace.V2), "uint16_zstd_end")
+	for i := range 3 {
+		_, h, err := v2.Create(ctx, ".t", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := v2.Unlink(ctx, ".t"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.WriteAt(make([]byte, 600), 0); err != nil {
+			t.Fatalf("round %d: writing 600 bytes into an unlinked temporary file: %v", i, err)
+		}
+	}
+	_, h, err := v2.Create(ctx, ".u", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.WriteAt(make([]byte, 900), 0); err != nil {
+		t.Fatalf("after writes into unlinked files: %v", err)
+	}
+}
