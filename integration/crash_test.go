@@ -486,14 +486,7 @@ func TestConcurrentWriters(t *testing.T) {
 					t.Fatalf("a writer failed: %v (exited: %v)\n%s", err, exited, wr.out.String())
 				}
 			}
-			for _, m := range ms {
-				if err := m.Stop(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if left := journalRecords(t, w.dir); len(left) > 0 {
-				t.Errorf("clean unmounts left journal files: %v", left)
-			}
+			stopMounts(t, w.dir, ms)
 			begun, done, errnos := w.manifestStats(t)
 			if begun != 800 || done != 800 || len(errnos) > 0 {
 				t.Fatalf("the writers began %d writes and finished %d, errors %v; want 800 each and none", begun, done, errnos)
@@ -534,14 +527,7 @@ func TestTwoMountsOneMinute(t *testing.T) {
 	for _, wr := range writers {
 		wr.kill()
 	}
-	for _, m := range ms {
-		if err := m.Stop(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if left := journalRecords(t, w.dir); len(left) > 0 {
-		t.Errorf("clean unmounts left journal files: %v", left)
-	}
+	stopMounts(t, w.dir, ms)
 	begun, done, errnos := w.manifestStats(t)
 	if len(errnos) > 0 || done < 100 {
 		t.Fatalf("the writers began %d writes, finished %d, errors %v; want many and none", begun, done, errnos)
@@ -549,6 +535,20 @@ func TestTwoMountsOneMinute(t *testing.T) {
 	t.Logf("%d writes begun, %d acknowledged in %d s on two mounts", begun, done, seconds)
 	w.verify(t)
 	w.checkReaders(t)
+}
+
+// stopMounts unmounts mounts of the store at dir cleanly: then no journal
+// may be left.
+func stopMounts(t *testing.T, dir string, ms []*integration.Mount) {
+	t.Helper()
+	for _, m := range ms {
+		if err := m.Stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if left := journalRecords(t, dir); len(left) > 0 {
+		t.Errorf("clean unmounts left journal files: %v", left)
+	}
 }
 
 func isExit(err error, code int) bool {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/store/httpstore"
+	"github.com/zarrfs/zarrfs/zarr/store/requests"
 	"github.com/zarrfs/zarrfs/zarr/store/s3store"
 )
 
@@ -82,11 +83,11 @@ func (l storeLocation) open(ctx context.Context, sf storeFlags, readOnly bool) (
 	case !l.remote():
 		return store.OpenDir(l.dir, readOnly)
 	case l.web != "":
-		return httpstore.Open(l.web, httpstore.Options{MaxAttempts: *sf.attempts})
+		return httpstore.Open(l.web, httpstore.Options{Limits: requests.Limits{MaxAttempts: *sf.attempts}})
 	}
 	return s3store.Open(ctx, l.bucket, l.prefix, s3store.Options{
 		Endpoint: *sf.s3Endpoint, PathStyle: *sf.s3PathStyle, Anonymous: *sf.s3Anonymous, ReadOnly: readOnly,
-		MaxAttempts: *sf.attempts,
+		Limits: requests.Limits{MaxAttempts: *sf.attempts},
 	})
 }
 

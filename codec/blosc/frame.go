@@ -113,26 +113,6 @@ func ReadHeader(frame []byte) (Header, error) {
 	return h, nil
 }
 
-// Compressor returns the internal codec's name. lz4hc frames report "lz4":
-// both write the same LZ4 block format and the header cannot tell them apart.
-func (h Header) Compressor() string {
-	if id := h.codec(); id < len(codecNames) {
-		return codecNames[id]
-	}
-	return fmt.Sprintf("unknown(%d)", h.codec())
-}
-
-// Shuffle returns the filter recorded in the flags.
-func (h Header) Shuffle() Shuffle {
-	switch {
-	case h.Flags&flagBitShuffle != 0:
-		return BitShuffle
-	case h.Flags&flagShuffle != 0:
-		return ByteShuffle
-	}
-	return NoShuffle
-}
-
 func (h Header) codec() int { return int(h.Flags >> 5) }
 
 // nblocks is ceil(nbytes/blocksize); the last block may be shorter.

@@ -158,13 +158,7 @@ func parseArrayV3(ms []member) (*ArrayV3, error) {
 }
 
 func (a *ArrayV3) validate() error {
-	if err := checkShape(a.Shape, "shape"); err != nil {
-		return err
-	}
-	if err := checkChunkShape(a.ChunkShape, len(a.Shape), "chunk_grid.configuration.chunk_shape"); err != nil {
-		return err
-	}
-	if err := checkSizes(a.Shape, a.ChunkShape, "chunk_grid.configuration.chunk_shape"); err != nil {
+	if err := checkGrid(a.Shape, a.ChunkShape, "chunk_grid.configuration.chunk_shape"); err != nil {
 		return err
 	}
 	if err := a.KeyEncoding.validate(); err != nil {

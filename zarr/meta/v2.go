@@ -219,13 +219,7 @@ func numcodec(raw json.RawMessage, field string) (json.RawMessage, error) {
 }
 
 func (a *ArrayV2) validate() error {
-	if err := checkShape(a.Shape, "shape"); err != nil {
-		return err
-	}
-	if err := checkChunkShape(a.Chunks, len(a.Shape), "chunks"); err != nil {
-		return err
-	}
-	if err := checkSizes(a.Shape, a.Chunks, "chunks"); err != nil {
+	if err := checkGrid(a.Shape, a.Chunks, "chunks"); err != nil {
 		return err
 	}
 	if a.Order != 'C' && a.Order != 'F' {

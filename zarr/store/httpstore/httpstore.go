@@ -22,13 +22,7 @@ import (
 
 // Options tune requests.
 type Options struct {
-	// MaxAttempts bounds the tries of one request on 5xx, 429 and
-	// connection errors (default 8), with exponential backoff and jitter
-	// up to MaxBackoff (default 5s).
-	MaxAttempts int
-	MaxBackoff  time.Duration
-	// Concurrency is the connections kept open to the server (default 32).
-	Concurrency int
+	requests.Limits
 }
 
 // Store is the tree of values below a base URL.
@@ -51,15 +45,7 @@ func Open(base string, opts Options) (*Store, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("%s: not an http:// or https:// URL", base)
 	}
-	if opts.MaxAttempts <= 0 {
-		opts.MaxAttempts = 8
-	}
-	if opts.MaxBackoff <= 0 {
-		opts.MaxBackoff = 5 * time.Second
-	}
-	if opts.Concurrency <= 0 {
-		opts.Concurrency = 32
-	}
+	opts.Limits = opts.WithDefaults()
 	counter := requests.NewTransport(opts.Concurrency)
 	return &Store{client: &http.Client{Transport: counter}, base: strings.TrimSuffix(base, "/") + "/", opts: opts, requests: counter}, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/store/httpstore"
+	"github.com/zarrfs/zarrfs/zarr/store/requests"
 )
 
 // serve serves dir with Go's file server, through wrap when given.
@@ -26,7 +27,7 @@ func serve(t *testing.T, dir string, wrap func(http.Handler) http.Handler) *http
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	s, err := httpstore.Open(srv.URL+"/root", httpstore.Options{MaxAttempts: 4, MaxBackoff: 20 * time.Millisecond})
+	s, err := httpstore.Open(srv.URL+"/root", httpstore.Options{Limits: requests.Limits{MaxAttempts: 4, MaxBackoff: 20 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}

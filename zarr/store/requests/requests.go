@@ -1,4 +1,5 @@
-// Package requests counts the HTTP requests a remote store sends, by
+// Package requests is what the remote stores share about their HTTP
+// requests: their limits, and a transport that counts them by
 // kind, for the mount's statistics.
 package requests
 
@@ -19,6 +20,31 @@ type Counter struct {
 // NewCounter counts the requests sent through next.
 func NewCounter(next http.RoundTripper) *Counter {
 	return &Counter{next: next, counts: map[string]uint64{}}
+}
+
+// Limits bound the requests of a remote store.
+type Limits struct {
+	// MaxAttempts bounds the tries of one request on 5xx, 429 and
+	// connection errors (default 8), with exponential backoff and jitter
+	// up to MaxBackoff (default 5s).
+	MaxAttempts int
+	MaxBackoff  time.Duration
+	// Concurrency is the connections kept open to the server (default 32).
+	Concurrency int
+}
+
+// WithDefaults returns l with its zero members set to their defaults.
+func (l Limits) WithDefaults() Limits {
+	if l.MaxAttempts <= 0 {
+		l.MaxAttempts = 8
+	}
+	if l.MaxBackoff <= 0 {
+		l.MaxBackoff = 5 * time.Second
+	}
+	if l.Concurrency <= 0 {
+		l.Concurrency = 32
+	}
+	return l
 }
 
 // NewTransport returns a transport for a remote store, counted: it keeps

@@ -38,12 +38,7 @@ type Options struct {
 	// Anonymous sends unsigned requests, for public buckets.
 	Anonymous bool
 	ReadOnly  bool
-	// MaxAttempts bounds the tries of one request (default 8), with
-	// exponential backoff and jitter up to MaxBackoff (default 5s).
-	MaxAttempts int
-	MaxBackoff  time.Duration
-	// Concurrency is the connections kept open to the server (default 32).
-	Concurrency int
+	requests.Limits
 }
 
 // Store is a bucket, or a prefix of one, as a store.
@@ -65,15 +60,7 @@ func Open(ctx context.Context, bucket, prefix string, opts Options) (*Store, err
 	if bucket == "" {
 		return nil, errors.New("s3: no bucket")
 	}
-	if opts.MaxAttempts <= 0 {
-		opts.MaxAttempts = 8
-	}
-	if opts.MaxBackoff <= 0 {
-		opts.MaxBackoff = 5 * time.Second
-	}
-	if opts.Concurrency <= 0 {
-		opts.Concurrency = 32
-	}
+	opts.Limits = opts.WithDefaults()
 	counter := requests.NewTransport(opts.Concurrency)
 	loads := []func(*config.LoadOptions) error{
 		config.WithRetryer(func() aws.Retryer {

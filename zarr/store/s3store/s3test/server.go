@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/zarrfs/zarrfs/zarr/store/requests"
 	"github.com/zarrfs/zarrfs/zarr/store/s3store"
 )
 
@@ -153,7 +154,7 @@ func (s *Server) SetEnv(t testing.TB) {
 
 // Options are the store options that reach the server.
 func (s *Server) Options() s3store.Options {
-	return s3store.Options{Endpoint: s.Endpoint, PathStyle: true, MaxAttempts: 3, MaxBackoff: 100 * time.Millisecond}
+	return s3store.Options{Endpoint: s.Endpoint, PathStyle: true, Limits: requests.Limits{MaxAttempts: 3, MaxBackoff: 100 * time.Millisecond}}
 }
 
 // Client returns an S3 client of the server, independent of the store.
