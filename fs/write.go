@@ -105,21 +105,13 @@ func (n *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.Set
 }
 
 // truncate resizes the content of an open write handle (ftruncate), or
-// else (truncate by path) opens the file, resizes and commits it, failing
-// as close would when the result is rejected.
+// else the file itself (truncate by path).
 func (n *fileNode) truncate(ctx context.Context, fh gofs.FileHandle, size int64) syscall.Errno {
 	f := n.file()
 	if wh, ok := fh.(*writeHandle); ok {
 		return n.b.errno(ctx, "truncate", f.Path(), wh.h.Truncate(size))
 	}
-	h, err := f.OpenWrite(ctx, false)
-	if err == nil {
-		err = h.Truncate(size)
-	}
-	if err == nil {
-		err = h.Commit(ctx)
-	}
-	return n.b.errno(ctx, "truncate", f.Path(), err)
+	return n.b.errno(ctx, "truncate", f.Path(), f.Truncate(ctx, size))
 }
 
 // writeHandle is a file open for writing.

@@ -24,4 +24,3 @@ func (h Header) Shuffle() Shuffle {
 	}
 	return NoShuffle
 }
-

@@ -155,6 +155,19 @@ func (f *File) OpenWrite(ctx context.Context, truncate bool) (*WriteHandle, erro
 	return h, nil
 }
 
+// Truncate resizes the file's content and commits it, as truncate(2) by
+// path does: it fails as close would when the result is refused.
+func (f *File) Truncate(ctx context.Context, size int64) error {
+	h, err := f.OpenWrite(ctx, false)
+	if err != nil {
+		return err
+	}
+	if err := h.Truncate(size); err != nil {
+		return err
+	}
+	return h.Commit(ctx)
+}
+
 // WriteAt writes into the buffered content.
 func (h *WriteHandle) WriteAt(p []byte, off int64) (int, error) {
 	h.mu.Lock()

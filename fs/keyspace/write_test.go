@@ -532,3 +532,33 @@ func TestTempFileWrittenAfterUnlink(t *testing.T) {
 		t.Fatalf("after writes into unlinked files: %v", err)
 	}
 }
+
+// TestTruncateByPath: truncating a chunk to a size that is not one valid
+// chunk is refused and changes nothing; a temporary file is resized.
+func TestTruncateByPath(t *testing.T) {
+	f, _, dir := writableFS(t)
+	ctx := context.Background()
+	before := snapshot(t, dir)
+	v2 := lookupDir(t, f.Root(keyspace.V2), "uint16_zstd_end")
+	chunk := readFile(t, v2, "1.1")
+	if err := lookupFile(t, v2, "1.1").Truncate(ctx, 3); !errors.Is(err, keyspace.ErrInvalid) {
+		t.Errorf("truncate a zstd chunk to 3 bytes: %v, want ErrInvalid", err)
+	}
+	if got := readFile(t, v2, "1.1"); !bytes.Equal(got, chunk) {
+		t.Error("a refused truncate changed the chunk")
+	}
+	if after := snapshot(t, dir); !maps(before, after) {
+		t.Error("a refused truncate changed the store")
+	}
+	_, h, err := v2.Create(ctx, ".t", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.WriteAt([]byte("abcdef"), 0)
+	if err := lookupFile(t, v2, ".t").Truncate(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFile(t, v2, ".t"); string(got) != "ab" {
+		t.Errorf("temporary file after truncate: %q", got)
+	}
+}
