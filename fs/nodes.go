@@ -81,7 +81,7 @@ func (n *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		child = &dirNode{b: n.b, d: e.Dir}
 	} else {
 		fn := newFileNode(n.b, e.File)
-		if n.b.opts.ReadOnly && e.File.Upcoming() && fn.preparePush(ctx, e.Attr.Size) {
+		if c, ok := e.File.(*keyspace.Chunk); ok && n.b.opts.ReadOnly && c.Upcoming() && fn.preparePush(ctx, e.Attr.Size) {
 			pushing = fn
 		}
 		child = fn
@@ -181,14 +181,22 @@ type fileNode struct {
 	push atomic.Pointer[[]byte]
 }
 
-func newFileNode(b *binding, f *keyspace.File) *fileNode {
+func newFileNode(b *binding, f keyspace.File) *fileNode {
 	n := &fileNode{b: b}
-	n.f.Store(f)
+	n.set(f)
 	return n
 }
 
-func (n *fileNode) file() *keyspace.File { return n.f.Load() }
-func (n *fileNode) set(f *keyspace.File) { n.f.Store(f) }
+func (n *fileNode) file() keyspace.File { return *n.f.Load() }
+func (n *fileNode) set(f keyspace.File) { n.f.Store(&f) }
+
+// xattrs are a chunk file's; other files have none.
+func (n *fileNode) xattrs(ctx context.Context) ([]keyspace.Xattr, error) {
+	if c, ok := n.file().(*keyspace.Chunk); ok {
+		return c.Xattrs(ctx)
+	}
+	return nil, nil
+}
 
 var (
 	_ = (gofs.NodeGetattrer)((*fileNode)(nil))
@@ -342,7 +350,7 @@ func (n *fileNode) Flush(ctx context.Context, fh gofs.FileHandle) syscall.Errno 
 }
 
 func (n *fileNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	xs, err := n.file().Xattrs(ctx)
+	xs, err := n.xattrs(ctx)
 	if err != nil {
 		return 0, n.b.errno(ctx, "getxattr", n.file().Path(), err)
 	}
@@ -358,7 +366,7 @@ func (n *fileNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint
 }
 
 func (n *fileNode) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
-	xs, err := n.file().Xattrs(ctx)
+	xs, err := n.xattrs(ctx)
 	if err != nil {
 		return 0, n.b.errno(ctx, "listxattr", n.file().Path(), err)
 	}

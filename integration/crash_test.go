@@ -397,6 +397,11 @@ func TestCrashZarrfsKilled(t *testing.T) {
 			t.Fatalf("iteration %d: the writer failed: %v (exited: %v)\n%s", i, err, exited, wr.out.String())
 		}
 		m.Kill() // reap zarrfs and detach its dead mount
+		if _, _, errnos := w.manifestStats(t); len(errnos) > 0 {
+			if e := syscall.Errno(errnos[len(errnos)-1]); e != syscall.ENOTCONN && e != syscall.ECONNABORTED {
+				t.Fatalf("iteration %d: the writer failed with %v; only a dead zarrfs (ENOTCONN, ECONNABORTED) may fail it\nwriter:\n%s\nzarrfs log:\n%s", i, e, wr.out.String(), m.Log())
+			}
+		}
 		unpublished := checkAfterCrash(t, w.dir)
 		// A read-only mount shows every acknowledged write, published or not.
 		ro := mount(t, w.dir, "--ro")

@@ -12,50 +12,111 @@ import (
 	"sync/atomic"
 
 	"github.com/zarrfs/zarrfs/codec"
+	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
-// File is a metadata document or a chunk of a view.
-type File struct {
+// File is a file of a view. Each kind has its own type: *Document (a
+// metadata document), *Chunk (one chunk of the view's grid) and *Temp (a
+// temporary file).
+type File interface {
+	// Path is the file's path within its view.
+	Path() string
+	// String names the file for logs.
+	String() string
+	// Attr describes the file; an empty chunk is ErrNotFound.
+	Attr(ctx context.Context) (Attr, error)
+	// Open opens the file for reading.
+	Open(ctx context.Context) (*Handle, error)
+	// ReadAt reads the file's content without an open handle, as a mount
+	// whose kernel opens files without asking zarrfs does: current,
+	// verified bytes.
+	ReadAt(ctx context.Context, p []byte, off int64) (int, error)
+	// OpenWrite opens the file for writing, starting empty when truncate
+	// is set (O_TRUNC) and from its current content otherwise.
+	OpenWrite(ctx context.Context, truncate bool) (*WriteHandle, error)
+	// Truncate resizes the file's content and commits it, as truncate(2)
+	// by path does: it fails as close would when the result is refused.
+	Truncate(ctx context.Context, size int64) error
+}
+
+var (
+	_ File = (*Document)(nil)
+	_ File = (*Chunk)(nil)
+	_ File = (*Temp)(nil)
+)
+
+// place is where a file is: what every kind of file has.
+type place struct {
 	fs   *FS
 	view View
 	path string
-	// Metadata documents: the directory and the document's name.
-	node    *vnode
-	docName string
-	// Chunk files: the array and the chunk's coordinates in the view's grid.
-	arr    *arrayView
-	coords []int
-	// Temporary files.
-	temp *tempFile
 }
 
-// doc returns the current content of a metadata document.
-func (f *File) doc() []byte {
-	for _, d := range f.fs.docs(f.node) {
-		if d.name == f.docName {
-			return d.data
+func (p *place) Path() string { return p.path }
+
+func (p *place) String() string {
+	return fmt.Sprintf("%s:/%s", p.view, strings.TrimPrefix(p.path, "/"))
+}
+
+// Document is a metadata document of a group or array directory.
+type Document struct {
+	place
+	node *vnode
+	name string
+}
+
+// content returns the document's current bytes.
+func (d *Document) content() []byte {
+	for _, doc := range d.fs.docs(d.node) {
+		if doc.name == d.name {
+			return doc.data
 		}
 	}
 	return nil
 }
 
-// Path is the file's path within its view.
-func (f *File) Path() string { return f.path }
+func (d *Document) Attr(context.Context) (Attr, error) { return d.attr(), nil }
 
-func (f *File) docAttr() Attr {
-	return Attr{Ino: inode(f.view, f.path), Size: int64(len(f.doc())), Mtime: f.fs.mtime}
+func (d *Document) attr() Attr {
+	return Attr{Ino: inode(d.view, d.path), Size: int64(len(d.content())), Mtime: d.fs.mtime}
 }
 
-// Attr describes the file. For a chunk it consults the shard index; an
-// empty chunk is ErrNotFound.
-func (f *File) Attr(ctx context.Context) (Attr, error) {
-	if f.temp != nil {
-		return f.tempAttr(), nil
+func (d *Document) Open(context.Context) (*Handle, error) {
+	b := d.content()
+	return &Handle{data: b, size: int64(len(b)), served: &d.fs.counts.metadataBytes}, nil
+}
+
+func (d *Document) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	h, err := d.Open(ctx)
+	return readOnce(h, err, p, off)
+}
+
+// OpenWrite opens the document for writing: only attributes are writable
+// (.zattrs, and the attributes of zarr.json).
+func (d *Document) OpenWrite(ctx context.Context, truncate bool) (*WriteHandle, error) {
+	if d.fs.Writable() && d.name != zarr.ZAttrs && d.name != zarr.ZarrJSON {
+		d.fs.logOnce(ctx, d.path, "metadata edit refused: only attributes (.zattrs, zarr.json attributes) are writable")
+		return nil, fmt.Errorf("%w: %s is not writable", ErrPermission, d.path)
 	}
-	if f.arr == nil {
-		return f.docAttr(), nil
-	}
+	return openBuffered(ctx, d.fs, d, maxDocSize, truncate, func(ctx context.Context, content []byte) error {
+		return d.fs.writeDoc(ctx, d.node, d.view, d.name, content)
+	})
+}
+
+func (d *Document) Truncate(ctx context.Context, size int64) error { return truncate(ctx, d, size) }
+
+// Chunk is the file of one chunk of a view's grid: an inner chunk of a
+// sharded array, or a chunk of an unsharded one.
+type Chunk struct {
+	place
+	arr    *arrayView
+	coords []int
+}
+
+// Attr describes the chunk from its shard's index; an empty chunk is
+// ErrNotFound.
+func (f *Chunk) Attr(ctx context.Context) (Attr, error) {
 	loc, ok, err := f.arr.locate(ctx, f.coords, false)
 	if err != nil {
 		return Attr{}, err
@@ -120,31 +181,32 @@ func (h *Handle) Close() {
 	}
 }
 
-// Open opens the file for reading. Chunk files are located afresh (the
-// shard is checked for changes) and a dropped trailing checksum is
-// verified before the bytes are served.
-func (f *File) Open(ctx context.Context) (*Handle, error) { return f.open(ctx, true) }
+// Open opens the chunk for reading: it is located afresh (the shard is
+// checked for changes) and a dropped trailing checksum is verified before
+// the bytes are served.
+func (f *Chunk) Open(ctx context.Context) (*Handle, error) { return f.open(ctx, true) }
 
 // Upcoming reports whether the file is the chunk that a reader reading
 // its array's chunks in key order reads next: its content is then worth
 // handing to the kernel before the reader asks for it. Chunks of arrays
 // read in no order are not, so that listing or stat-ing a chunk directory
 // reads no chunk.
-func (f *File) Upcoming() bool {
-	if f.arr == nil || f.temp != nil {
-		return false
-	}
+func (f *Chunk) Upcoming() bool {
 	f.arr.seq.mu.Lock()
 	defer f.arr.seq.mu.Unlock()
 	return f.arr.seq.follows(f.arr, f.coords)
 }
 
-// ReadAt reads the file's content without an open handle: chunks are
-// located with the cached shard index (revalidated as Options.Revalidate
-// says), so that a mount whose kernel opens files without asking zarrfs
-// still serves current, verified bytes.
-func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+// ReadAt locates the chunk with the cached shard index (revalidated as
+// Options.Revalidate says).
+func (f *Chunk) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	h, err := f.open(ctx, false)
+	return readOnce(h, err, p, off)
+}
+
+// readOnce reads from a handle just opened (or the error opening it), and
+// closes it.
+func readOnce(h *Handle, err error, p []byte, off int64) (int, error) {
 	if err != nil {
 		return 0, err
 	}
@@ -152,19 +214,9 @@ func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	return h.ReadAt(p, off)
 }
 
-// open opens the file for reading; fresh checks the chunk's shard for
-// changes whatever the age of its cached index.
-func (f *File) open(ctx context.Context, fresh bool) (*Handle, error) {
-	if f.temp != nil {
-		f.temp.mu.Lock()
-		b := slices.Clone(f.temp.data)
-		f.temp.mu.Unlock()
-		return &Handle{data: b, size: int64(len(b))}, nil
-	}
-	if f.arr == nil {
-		b := f.doc()
-		return &Handle{data: b, size: int64(len(b)), served: &f.fs.counts.metadataBytes}, nil
-	}
+// open opens the chunk for reading; fresh checks its shard for changes
+// whatever the age of its cached index.
+func (f *Chunk) open(ctx context.Context, fresh bool) (*Handle, error) {
 	for range 3 { // retry when the shard is replaced under us
 		loc, ok, err := f.arr.locate(ctx, f.coords, fresh)
 		if err != nil {
@@ -255,7 +307,7 @@ func (av *arrayView) fitsInMemory(ctx context.Context, loc location) error {
 
 // verifyTrailerOf verifies the chunk at loc of an open shard file, reading
 // it only when it was not verified before.
-func (f *File) verifyTrailerOf(ctx context.Context, file store.Object, loc location) error {
+func (f *Chunk) verifyTrailerOf(ctx context.Context, file store.Object, loc location) error {
 	if _, ok := f.fs.cache.Get(trailerKey(loc)); !f.arr.verify || ok {
 		return nil
 	}
@@ -273,7 +325,7 @@ func (f *File) verifyTrailerOf(ctx context.Context, file store.Object, loc locat
 // once per shard generation: no view serves bytes that fail their checksum
 // (v2 readers could not tell, as the view leaves the checksum out; not
 // every v3 reader checks it).
-func (f *File) verifyTrailer(ctx context.Context, loc location, b []byte) error {
+func (f *Chunk) verifyTrailer(ctx context.Context, loc location, b []byte) error {
 	if !f.arr.verify {
 		return nil
 	}
@@ -295,7 +347,7 @@ func trailerKey(loc location) string {
 
 // transcoded returns the chunk re-encoded with the view's codecs (cached),
 // and has the chunks after it prepared when it is read in sequence.
-func (f *File) transcoded(ctx context.Context, loc location) ([]byte, error) {
+func (f *Chunk) transcoded(ctx context.Context, loc location) ([]byte, error) {
 	b, err := f.arr.transcoded(ctx, f.coords, loc)
 	if err == nil {
 		f.fs.readAhead.after(f.arr, f.coords)
@@ -311,10 +363,7 @@ type Xattr struct {
 
 // Xattrs say where a chunk file's bytes live: the shard's store key, the
 // offset and size of the stored inner chunk, and the view's codecs.
-func (f *File) Xattrs(ctx context.Context) ([]Xattr, error) {
-	if f.arr == nil {
-		return nil, nil
-	}
+func (f *Chunk) Xattrs(ctx context.Context) ([]Xattr, error) {
 	loc, ok, err := f.arr.locate(ctx, f.coords, false)
 	if err != nil {
 		return nil, err
@@ -330,5 +379,59 @@ func (f *File) Xattrs(ctx context.Context) ([]Xattr, error) {
 	}, nil
 }
 
-// String names the file for logs.
-func (f *File) String() string { return fmt.Sprintf("%s:/%s", f.view, strings.TrimPrefix(f.path, "/")) }
+// OpenWrite opens the chunk for writing, bounded by the largest encoding
+// of a chunk of the array.
+func (f *Chunk) OpenWrite(ctx context.Context, truncate bool) (*WriteHandle, error) {
+	return openBuffered(ctx, f.fs, f, f.arr.source.MaxEncodedSize(), truncate, f.commit)
+}
+
+// commit validates and stores new content of the chunk.
+func (f *Chunk) commit(ctx context.Context, content []byte) error {
+	return f.arr.commitChunk(ctx, f.path, f.coords, content)
+}
+
+func (f *Chunk) Truncate(ctx context.Context, size int64) error { return truncate(ctx, f, size) }
+
+// Temp is a temporary file: a name in a view that is neither a chunk nor a
+// document, such as the file zarr-python 2 writes before renaming it onto a
+// chunk name. Its content lives in memory until it is renamed or removed.
+type Temp struct {
+	place
+	data *tempData
+}
+
+func (f *Temp) Attr(context.Context) (Attr, error) { return f.attr(), nil }
+
+func (f *Temp) attr() Attr {
+	f.data.mu.Lock()
+	defer f.data.mu.Unlock()
+	return Attr{Ino: inode(f.view, f.path), Size: int64(len(f.data.data)), Mtime: f.data.mtime}
+}
+
+func (f *Temp) Open(context.Context) (*Handle, error) {
+	f.data.mu.Lock()
+	b := slices.Clone(f.data.data)
+	f.data.mu.Unlock()
+	return &Handle{data: b, size: int64(len(b))}, nil
+}
+
+func (f *Temp) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	h, err := f.Open(ctx)
+	return readOnce(h, err, p, off)
+}
+
+// OpenWrite opens the temporary file for writing in place.
+func (f *Temp) OpenWrite(_ context.Context, truncate bool) (*WriteHandle, error) {
+	if !f.fs.Writable() {
+		return nil, ErrReadOnly
+	}
+	h := &WriteHandle{temp: f.data, fs: f.fs, limit: maxTempSize}
+	if truncate {
+		if err := h.Truncate(0); err != nil {
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+func (f *Temp) Truncate(ctx context.Context, size int64) error { return truncate(ctx, f, size) }

@@ -154,7 +154,7 @@ func New(h *zarr.Hierarchy, opts Options) *FS {
 		mtime:     time.Now(),
 		arrays:    map[string]map[View]*arrayView{},
 		vnodes:    map[View]map[string]*vnode{},
-		temps:     temps{files: map[string]*tempFile{}},
+		temps:     temps{files: map[string]*tempData{}},
 		notify:    func(Alias) {},
 	}
 	switch {
@@ -221,7 +221,7 @@ type Entry struct {
 	Name string
 	Attr Attr
 	Dir  *Dir
-	File *File
+	File File
 }
 
 // inode returns a stable inode number for a path of a view: a hash, so

@@ -200,7 +200,7 @@ func TestChunkFilesAreShardRanges(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			xattrs, err := entry.File.Xattrs(ctx)
+			xattrs, err := entry.File.(*keyspace.Chunk).Xattrs(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -177,14 +177,14 @@ func (av *arrayView) nested() (nested bool, root string) {
 func (d *Dir) Lookup(ctx context.Context, name string) (Entry, error) {
 	path := joinPath(d.path, name)
 	if t := d.fs.temps.get(d.view, path); t != nil {
-		f := &File{fs: d.fs, view: d.view, path: path, temp: t}
-		return Entry{Name: name, File: f, Attr: f.tempAttr()}, nil
+		f := &Temp{place: place{fs: d.fs, view: d.view, path: path}, data: t}
+		return Entry{Name: name, File: f, Attr: f.attr()}, nil
 	}
 	if d.node != nil {
 		for _, doc := range d.fs.docs(d.node) {
 			if doc.name == name {
-				f := &File{fs: d.fs, view: d.view, path: path, node: d.node, docName: name}
-				return Entry{Name: name, File: f, Attr: f.docAttr()}, nil
+				f := &Document{place: place{fs: d.fs, view: d.view, path: path}, node: d.node, name: name}
+				return Entry{Name: name, File: f, Attr: f.attr()}, nil
 			}
 		}
 		if c, ok := d.node.children[name]; ok {
@@ -246,7 +246,7 @@ func (d *Dir) dirEntry(name string, child *Dir) Entry {
 // chunkFile returns the entry of a chunk file, or ErrNotFound if the chunk
 // is empty.
 func (d *Dir) chunkFile(ctx context.Context, name, path string, av *arrayView, coords []int) (Entry, error) {
-	f := &File{fs: d.fs, view: d.view, path: path, arr: av, coords: coords}
+	f := &Chunk{place: place{fs: d.fs, view: d.view, path: path}, arr: av, coords: coords}
 	attr, err := f.Attr(ctx)
 	if err != nil {
 		return Entry{}, err

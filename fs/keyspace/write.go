@@ -31,10 +31,9 @@ var maxTempTotal int64 = 2 << 30 // a variable for the tests
 // ErrTooLarge: a write goes beyond what the file can hold (EFBIG).
 var ErrTooLarge = fmt.Errorf("file too large")
 
-// tempFile is a file outside the Zarr hierarchy, such as the temporary
-// file zarr-python 2 writes before renaming it onto a chunk name. It lives
-// in memory until it is renamed or removed.
-type tempFile struct {
+// tempData is the content of a temporary file (Temp), shared by its
+// entries and open handles.
+type tempData struct {
 	mu    sync.Mutex
 	data  []byte
 	mtime time.Time
@@ -47,13 +46,13 @@ type tempFile struct {
 // temps holds the temporary files of every view, by view and path.
 type temps struct {
 	mu    sync.Mutex
-	files map[string]*tempFile
+	files map[string]*tempData
 	size  int64 // bytes of all of them
 }
 
 // resize counts a temporary file's new size, refusing growth beyond
 // maxTempTotal for all of them together.
-func (t *temps) resize(f *tempFile, size int64) error {
+func (t *temps) resize(f *tempData, size int64) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if f.gone {
@@ -68,7 +67,7 @@ func (t *temps) resize(f *tempFile, size int64) error {
 }
 
 // put files f at key k, replacing (and no longer counting) what was there.
-func (t *temps) put(k string, f *tempFile) {
+func (t *temps) put(k string, f *tempData) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if old := t.files[k]; old != nil && old != f {
@@ -78,14 +77,14 @@ func (t *temps) put(k string, f *tempFile) {
 }
 
 // forget stops counting a file that is gone; t.mu is held.
-func (t *temps) forget(f *tempFile) {
+func (t *temps) forget(f *tempData) {
 	t.size -= f.counted
 	f.counted, f.gone = 0, true
 }
 
 func tempKey(v View, p string) string { return v.String() + ":" + p }
 
-func (t *temps) get(v View, p string) *tempFile {
+func (t *temps) get(v View, p string) *tempData {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.files[tempKey(v, p)]
@@ -110,36 +109,26 @@ func (t *temps) in(v View, dir string) []string {
 // buffered and committed (validated, then stored) by Commit, which close
 // and fsync call; temporary files are written in place.
 type WriteHandle struct {
-	mu    sync.Mutex
-	file  *File     // the chunk or document written; nil for temp files
-	temp  *tempFile // set for temp files
-	buf   []byte
-	limit int64
-	dirty bool
+	mu sync.Mutex
+	// commit validates and stores the content of a chunk or document;
+	// nil for temporary files, which are written in place (temp).
+	commit func(ctx context.Context, content []byte) error
+	temp   *tempData
+	buf    []byte
+	limit  int64
+	dirty  bool
 	// refused is set when Commit rejected the content, until it changes.
 	refused bool
 	fs      *FS
 }
 
-// OpenWrite opens the file for writing, starting empty when truncate is set
-// (O_TRUNC) and from its current content otherwise.
-func (f *File) OpenWrite(ctx context.Context, truncate bool) (*WriteHandle, error) {
-	if !f.fs.Writable() {
+// openBuffered opens a chunk or document f of fs for writing into a buffer
+// of at most limit bytes, committed by commit.
+func openBuffered(ctx context.Context, fs *FS, f File, limit int64, truncate bool, commit func(context.Context, []byte) error) (*WriteHandle, error) {
+	if !fs.Writable() {
 		return nil, ErrReadOnly
 	}
-	if f.temp != nil {
-		return f.openTemp(truncate), nil
-	}
-	h := &WriteHandle{file: f, fs: f.fs, dirty: truncate}
-	switch {
-	case f.arr != nil:
-		h.limit = f.arr.source.MaxEncodedSize()
-	case f.docName == zarr.ZAttrs || f.docName == zarr.ZarrJSON:
-		h.limit = maxDocSize
-	default:
-		f.fs.logOnce(ctx, f.path, "metadata edit refused: only attributes (.zattrs, zarr.json attributes) are writable")
-		return nil, fmt.Errorf("%w: %s is not writable", ErrPermission, f.path)
-	}
+	h := &WriteHandle{commit: commit, fs: fs, dirty: truncate, limit: limit}
 	if !truncate {
 		r, err := f.Open(ctx)
 		if err != nil {
@@ -155,9 +144,8 @@ func (f *File) OpenWrite(ctx context.Context, truncate bool) (*WriteHandle, erro
 	return h, nil
 }
 
-// Truncate resizes the file's content and commits it, as truncate(2) by
-// path does: it fails as close would when the result is refused.
-func (f *File) Truncate(ctx context.Context, size int64) error {
+// truncate resizes f's content and commits it (File.Truncate).
+func truncate(ctx context.Context, f File, size int64) error {
 	h, err := f.OpenWrite(ctx, false)
 	if err != nil {
 		return err
@@ -263,10 +251,10 @@ func (h *WriteHandle) Pending() (size int64, ok bool) {
 func (h *WriteHandle) Commit(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.dirty || h.file == nil {
+	if !h.dirty || h.commit == nil {
 		return nil
 	}
-	if err := h.file.commit(ctx, h.buf); err != nil {
+	if err := h.commit(ctx, h.buf); err != nil {
 		h.refused = true
 		return err
 	}
@@ -280,14 +268,6 @@ func (h *WriteHandle) Sync(ctx context.Context) error {
 		return err
 	}
 	return h.fs.opts.Writer.Sync()
-}
-
-// commit stores new content for a chunk or document.
-func (f *File) commit(ctx context.Context, content []byte) error {
-	if f.arr != nil {
-		return f.arr.commitChunk(ctx, f.path, f.coords, content)
-	}
-	return f.fs.writeDoc(ctx, f.node, f.view, f.docName, content)
 }
 
 // commitChunk validates bytes written to a chunk file of the view and
@@ -428,15 +408,15 @@ func (d *Dir) Create(ctx context.Context, name string, exclusive bool) (Entry, *
 	}
 	p := joinPath(d.path, name)
 	if av, coords, ok := d.chunkAt(name); ok {
-		f := &File{fs: d.fs, view: d.view, path: p, arr: av, coords: coords}
+		f := &Chunk{place: place{fs: d.fs, view: d.view, path: p}, arr: av, coords: coords}
 		if _, found, _ := av.locate(ctx, coords, false); found && exclusive {
 			return Entry{}, nil, ErrExists
 		}
-		h := &WriteHandle{file: f, fs: d.fs, dirty: true, limit: av.source.MaxEncodedSize()}
+		h := &WriteHandle{commit: f.commit, fs: d.fs, dirty: true, limit: av.source.MaxEncodedSize()}
 		return Entry{Name: name, File: f, Attr: Attr{Ino: inode(d.view, p), Mtime: time.Now()}}, h, nil
 	}
 	if e, err := d.Lookup(ctx, name); err == nil {
-		if exclusive || e.Dir != nil || e.File.temp == nil {
+		if _, isTemp := e.File.(*Temp); exclusive || !isTemp {
 			return Entry{}, nil, ErrExists
 		}
 	}
@@ -444,10 +424,10 @@ func (d *Dir) Create(ctx context.Context, name string, exclusive bool) (Entry, *
 		d.fs.logOnce(ctx, p, "create refused: the name reads as a chunk key but names no chunk of the array", "error", err)
 		return Entry{}, nil, fmt.Errorf("%s: %w", p, err)
 	}
-	t := &tempFile{mtime: time.Now()}
+	t := &tempData{mtime: time.Now()}
 	d.fs.temps.put(tempKey(d.view, p), t)
-	f := &File{fs: d.fs, view: d.view, path: p, temp: t}
-	return Entry{Name: name, File: f, Attr: f.tempAttr()}, &WriteHandle{temp: t, fs: d.fs, limit: maxTempSize}, nil
+	f := &Temp{place: place{fs: d.fs, view: d.view, path: p}, data: t}
+	return Entry{Name: name, File: f, Attr: f.attr()}, &WriteHandle{temp: t, fs: d.fs, limit: maxTempSize}, nil
 }
 
 // Unlink removes a temporary file, or empties a chunk (its inner chunk is
@@ -519,8 +499,8 @@ func (d *Dir) Rename(ctx context.Context, name string, to *Dir, newName string) 
 		if err := av.commitChunk(ctx, dst, coords, content); err != nil {
 			return err
 		}
-	} else if e, err := to.Lookup(ctx, newName); err == nil && e.File != nil && e.File.temp == nil && e.File.arr == nil {
-		if err := d.fs.writeDoc(ctx, e.File.node, to.view, newName, content); err != nil {
+	} else if e, err := to.Lookup(ctx, newName); err == nil && isDocument(e.File) {
+		if err := d.fs.writeDoc(ctx, e.File.(*Document).node, to.view, newName, content); err != nil {
 			return err
 		}
 	} else if err == nil && e.Dir != nil {
@@ -537,6 +517,11 @@ func (d *Dir) Rename(ctx context.Context, name string, to *Dir, newName string) 
 	}
 	d.fs.temps.remove(d.view, src)
 	return nil
+}
+
+func isDocument(f File) bool {
+	_, ok := f.(*Document)
+	return ok
 }
 
 // Mkdir succeeds for nothing: chunk key directories always exist.
@@ -565,19 +550,4 @@ func (d *Dir) Rmdir(ctx context.Context, name string) error {
 func (d *Dir) refuseStructure(ctx context.Context, name string) error {
 	d.fs.logOnce(ctx, joinPath(d.path, name), "structural edit refused: the directories of a view follow the hierarchy")
 	return fmt.Errorf("%w: directories of a view follow the hierarchy", ErrPermission)
-}
-
-func (f *File) tempAttr() Attr {
-	f.temp.mu.Lock()
-	defer f.temp.mu.Unlock()
-	return Attr{Ino: inode(f.view, f.path), Size: int64(len(f.temp.data)), Mtime: f.temp.mtime}
-}
-
-// openTemp opens a temporary file for reading and writing.
-func (f *File) openTemp(truncate bool) *WriteHandle {
-	h := &WriteHandle{temp: f.temp, fs: f.fs, limit: maxTempSize}
-	if truncate {
-		h.Truncate(0)
-	}
-	return h
 }

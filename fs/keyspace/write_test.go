@@ -300,7 +300,7 @@ func TestAttributeWrites(t *testing.T) {
 	}
 }
 
-func lookupFile(t *testing.T, d *keyspace.Dir, name string) *keyspace.File {
+func lookupFile(t *testing.T, d *keyspace.Dir, name string) keyspace.File {
 	t.Helper()
 	e, err := d.Lookup(context.Background(), name)
 	if err != nil || e.File == nil {
