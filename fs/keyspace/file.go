@@ -341,10 +341,6 @@ func (f *Chunk) verifyTrailer(ctx context.Context, loc location, b []byte) error
 	return nil
 }
 
-func trailerKey(loc location) string {
-	return fmt.Sprintf("crc\x00%s\x00%s\x00%d", loc.key, loc.gen, loc.off)
-}
-
 // transcoded returns the chunk re-encoded with the view's codecs (cached),
 // and has the chunks after it prepared when it is read in sequence.
 func (f *Chunk) transcoded(ctx context.Context, loc location) ([]byte, error) {

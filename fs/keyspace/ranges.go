@@ -144,8 +144,3 @@ func (av *arrayView) run(ctx context.Context, loc location) []storedRange {
 func containsOffset(run []storedRange, off int64) bool {
 	return slices.ContainsFunc(run, func(r storedRange) bool { return r.off == off })
 }
-
-// chunkRangeKey is the local cache key of one chunk's stored bytes.
-func chunkRangeKey(loc location) string {
-	return fmt.Sprintf("raw\x00%s\x00%s\x00%d", loc.key, loc.gen, loc.off)
-}

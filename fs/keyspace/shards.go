@@ -46,7 +46,7 @@ func (s *objectState) size() int64 {
 // revalidation interval. A state loaded by this call is not checked again.
 func (av *arrayView) object(ctx context.Context, key string, fresh bool) (*objectState, error) {
 	f := av.fs
-	cacheKey := "obj\x00" + key
+	cacheKey := objectKey(key)
 	loaded := false
 	load := func() (any, int64, error) {
 		loaded = true
@@ -92,7 +92,7 @@ func (s *objectState) current(f *FS) bool {
 // cachedObject returns the cached state of a stored object when it is
 // current, without loading or checking anything.
 func (av *arrayView) cachedObject(key string) (*objectState, bool) {
-	v, ok := av.fs.cache.Peek("obj\x00" + key)
+	v, ok := av.fs.cache.Peek(objectKey(key))
 	if !ok {
 		return nil, false
 	}
@@ -171,7 +171,7 @@ func (f *FS) generation(key string) *atomic.Uint64 {
 // rewrote, before its pending updates leave memory (Writer.OnPublished).
 func (f *FS) ShardPublished(key string) {
 	f.generation(key).Add(1)
-	f.cache.Remove("obj\x00" + key)
+	f.cache.Remove(objectKey(key))
 	f.lists.forget(key)
 }
 

@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 
 	"github.com/zarrfs/zarrfs/zarr/nd"
-	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
 // transcoded returns the chunk at coords, stored at loc, re-encoded with
@@ -58,10 +57,6 @@ func (av *arrayView) transcode(ctx context.Context, coords []int, loc location) 
 	// Encoders allocate for the worst case, often twice what the bytes
 	// need: keep (and count against the cache's bound) only the bytes.
 	return bytes.Clone(b), nil
-}
-
-func (av *arrayView) transcodeKey(coords []int, gen store.Generation) string {
-	return fmt.Sprintf("tc\x00%s\x00%s\x00%v\x00%s", av.view, av.path, coords, gen)
 }
 
 // readAhead transcodes, in the background, the chunks that follow the one
