@@ -49,7 +49,7 @@ func (av *arrayView) cachedIndex(key string) *objectState {
 	if err != nil {
 		return nil
 	}
-	s := &objectState{key: key, exists: true, info: store.Info{Size: d.Size, ModTime: d.ModTime, Generation: d.Generation}, index: ix, gen: av.fs.generation(key).Load()}
+	s := &objectState{key: key, exists: true, info: store.Info{Size: d.Size, ModTime: d.ModTime, Generation: d.Generation}, index: ix, gen: av.fs.generation(key)}
 	return s
 }
 

@@ -121,7 +121,7 @@ type FS struct {
 	meta   sync.RWMutex
 	temps  temps
 	notify func(Alias)
-	gens   sync.Map // store key -> *atomic.Uint64, see generation
+	gens   sync.Map // store key of a rewritten object -> *atomic.Uint64, see generation
 	// pending are the updates not yet in their shards: the Writer's, or
 	// the Unpublished ones; nil when there are none.
 	pending pendingUpdates

@@ -56,7 +56,7 @@ func (av *arrayView) object(ctx context.Context, key string, fresh bool) (*objec
 		return s, s.size(), nil
 	}
 	v, err := f.cache.GetOrLoad(cacheKey, load)
-	for err == nil && v.(*objectState).gen != f.generation(key).Load() {
+	for err == nil && v.(*objectState).gen != f.generation(key) {
 		// Loaded before this process rewrote the object: load again.
 		f.cache.Remove(cacheKey)
 		v, err = f.cache.GetOrLoad(cacheKey, load)
@@ -97,7 +97,7 @@ func (av *arrayView) cachedObject(key string) (*objectState, bool) {
 		return nil, false
 	}
 	s := v.(*objectState)
-	return s, s.gen == av.fs.generation(key).Load() && s.current(av.fs)
+	return s, s.gen == av.fs.generation(key) && s.current(av.fs)
 }
 
 // loadObject reads what the cache keeps of a stored object: its Info, and
@@ -106,7 +106,7 @@ func (av *arrayView) cachedObject(key string) (*objectState, bool) {
 // change sends no index (If-None-Match), and prev is returned, checked.
 func (av *arrayView) loadObject(ctx context.Context, key string, prev *objectState) *objectState {
 	now := time.Now().UnixNano()
-	s := &objectState{key: key, gen: av.fs.generation(key).Load()}
+	s := &objectState{key: key, gen: av.fs.generation(key)}
 	s.checked.Store(now)
 	unchanged := func() *objectState {
 		prev.checked.Store(now)
@@ -127,7 +127,7 @@ func (av *arrayView) loadObject(ctx context.Context, key string, prev *objectSta
 	var ix *sharding.Index
 	var info store.Info
 	var err error
-	if av.fs.cluster != nil && av.fs.files == nil && av.fs.generation(key).Load() == 0 {
+	if av.fs.cluster != nil && av.fs.files == nil && av.fs.generation(key) == 0 {
 		// One load per revalidation interval for the whole cluster; a
 		// shard this process rewrote is read from the store itself.
 		ix, info, err = av.clusterShardIndex(ctx, key)
@@ -161,16 +161,21 @@ func (av *arrayView) loadObject(ctx context.Context, key string, prev *objectSta
 	return s
 }
 
-// generation counts this process's rewrites of a stored object.
-func (f *FS) generation(key string) *atomic.Uint64 {
-	g, _ := f.gens.LoadOrStore(key, new(atomic.Uint64))
-	return g.(*atomic.Uint64)
+// generation counts this process's rewrites of a stored object: a state
+// loaded at an earlier count is stale. Only rewritten objects have a
+// counter, so reading a store of millions of shards keeps none.
+func (f *FS) generation(key string) uint64 {
+	if g, ok := f.gens.Load(key); ok {
+		return g.(*atomic.Uint64).Load()
+	}
+	return 0
 }
 
 // ShardPublished drops what is cached about a shard this process just
 // rewrote, before its pending updates leave memory (Writer.OnPublished).
 func (f *FS) ShardPublished(key string) {
-	f.generation(key).Add(1)
+	g, _ := f.gens.LoadOrStore(key, new(atomic.Uint64))
+	g.(*atomic.Uint64).Add(1)
 	f.cache.Remove(objectKey(key))
 	f.lists.forget(key)
 }
