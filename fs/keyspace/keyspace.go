@@ -93,10 +93,25 @@ type Options struct {
 
 // FS holds the views of one hierarchy and the caches they share.
 type FS struct {
-	h     *zarr.Hierarchy
-	store store.Store
-	opts  Options
-	cache *cache.Cache
+	h      *zarr.Hierarchy
+	store  store.Store
+	opts   Options
+	counts counters
+	logged sync.Map // problem -> struct{}: log each problem once
+
+	// The views, built once from the hierarchy.
+	roots map[View]*Dir
+	// vnodes are the directories of group and array nodes by view and path.
+	vnodes map[View]map[string]*vnode
+	// arrays maps an array's path to how each view shows it, to find the
+	// aliases of a written chunk.
+	arrays map[string]map[View]*arrayView
+	mtime  time.Time
+	// meta guards metadata documents, which attribute writes replace.
+	meta sync.RWMutex
+
+	// Reading: what is kept of stored objects, and how they are fetched.
+	cache *cache.Cache // keys: cachekeys.go
 	// files keeps shard files open on stores that open values (local
 	// directories); on others chunks are read by range (nil).
 	files  *fileCache
@@ -105,26 +120,17 @@ type FS struct {
 	// cluster shares what is read from a remote store with the mounts of
 	// other machines (JoinCluster); nil: none.
 	cluster *cluster.Cluster
-	counts  counters
 	// readAhead prepares transcoded chunks ahead of sequential readers.
 	readAhead *readAhead
-	roots     map[View]*Dir
-	mtime     time.Time
-	logged    sync.Map // problem -> struct{}: log each problem once
+	gens      sync.Map // store key of a rewritten object -> *atomic.Uint64, see generation
 
-	// arrays maps an array's path to how each view shows it, to find the
-	// aliases of a written chunk.
-	arrays map[string]map[View]*arrayView
-	// vnodes are the directories of group and array nodes by view and path.
-	vnodes map[View]map[string]*vnode
-	// meta guards metadata documents, which attribute writes replace.
-	meta   sync.RWMutex
-	temps  temps
-	notify func(Alias)
-	gens   sync.Map // store key of a rewritten object -> *atomic.Uint64, see generation
+	// Writing.
+	temps temps
 	// pending are the updates not yet in their shards: the Writer's, or
 	// the Unpublished ones; nil when there are none.
 	pending pendingUpdates
+	// notify tells the binding which files a write changed (SetNotifier).
+	notify func(Alias)
 }
 
 // pendingUpdates are inner chunk updates that their shards do not hold yet.
