@@ -270,11 +270,13 @@ func splitNumcodecs(raw json.RawMessage) (string, json.RawMessage, error) {
 }
 
 func mustJSON(v any) json.RawMessage {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // "<i4", as numcodecs writes it
+	if err := enc.Encode(v); err != nil {
 		panic(err) // only called with values that always marshal
 	}
-	return b
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
 
 // V2Chain is how a v2 .zarray describes a codec chain. DropTrailing is the
@@ -503,12 +505,62 @@ func V2Compatible(config json.RawMessage) json.RawMessage {
 	return mustJSON(cfg)
 }
 
-// v2Config is a numcodecs configuration: config with "id" added.
+// v2Config is the numcodecs configuration of codec id as numcodecs 0.11
+// serializes it (get_config), from a v3 configuration: "id" added, every
+// member present (defaults filled in) and data types as numpy type strings
+// ("int32" becomes "<i4"). Readers that take a .zarray literally, such as
+// GDAL, accept only that form.
 func v2Config(id string, config json.RawMessage) json.RawMessage {
 	cfg := map[string]json.RawMessage{}
 	if parseConfig(config, &cfg) != nil {
 		cfg = map[string]json.RawMessage{}
 	}
+	for k, v := range numcodecsDefaults[id] {
+		if _, ok := cfg[k]; !ok {
+			cfg[k] = json.RawMessage(v)
+		}
+	}
+	if keys, ok := dtypeKeys[id]; ok {
+		for _, k := range keys {
+			if s, ok := numpyTypeString(cfg[k]); ok {
+				cfg[k] = mustJSON(s)
+			}
+		}
+		if _, ok := cfg[keys[1]]; !ok && id != "astype" {
+			cfg[keys[1]] = cfg[keys[0]] // the output type defaults to the input type
+		}
+	}
 	cfg["id"] = mustJSON(id)
 	return mustJSON(cfg)
+}
+
+// numcodecsDefaults are the members numcodecs 0.11 writes for a codec that
+// was made without them, with the values it writes
+// (codec/testdata/numcodecs_configs.json holds its output).
+var numcodecsDefaults = map[string]map[string]string{
+	"blosc":   {"blocksize": `0`},
+	"zlib":    {"level": `1`},
+	"gzip":    {"level": `1`},
+	"zstd":    {"level": `1`},
+	"lz4":     {"acceleration": `1`},
+	"bz2":     {"level": `1`},
+	"lzma":    {"format": `1`, "check": `-1`, "preset": `null`, "filters": `null`},
+	"shuffle": {"elementsize": `4`},
+	"json2": {"encoding": `"utf-8"`, "skipkeys": `false`, "ensure_ascii": `true`, "check_circular": `true`,
+		"allow_nan": `true`, "sort_keys": `true`, "indent": `null`, "separators": `[",", ":"]`, "strict": `true`},
+}
+
+// numpyTypeString returns the numpy type string ("<i4") of a dtype member
+// written any way numpy accepts ("int32", "i4", "<i4").
+func numpyTypeString(raw json.RawMessage) (string, bool) {
+	var s string
+	if raw == nil || json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	d, e, err := parseNumpyDType(s)
+	if err != nil {
+		return "", false
+	}
+	str, err := dtype.FormatV2(d, e)
+	return str, err == nil
 }

@@ -4,12 +4,16 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/zarr/dtype"
 	"github.com/zarrfs/zarrfs/zarr/meta"
+	"github.com/zarrfs/zarrfs/zarr/zarrtest"
 )
 
 func raws(s ...string) []json.RawMessage {
@@ -198,7 +202,7 @@ var toV2Cases = []struct {
 	{"vlen-bytes", dtype.TypeBytes, []int{5}, `[{"name":"vlen-bytes"},{"name":"gzip","configuration":{"level":1}}]`,
 		true, codec.V2Chain{DType: "|O", Order: 'C', Filters: raws(`{"id":"vlen-bytes"}`), Compressor: json.RawMessage(`{"id":"gzip","level":1}`)}, true},
 	{"numcodecs filters", dtype.TypeInt32, []int{3, 3}, `[{"name":"numcodecs.delta","configuration":{"dtype":"int32"}},{"name":"bytes","configuration":{"endian":"little"}},{"name":"numcodecs.shuffle","configuration":{"elementsize":4}},{"name":"numcodecs.zlib","configuration":{"level":1}}]`,
-		true, codec.V2Chain{DType: "<i4", Order: 'C', Filters: raws(`{"id":"delta","dtype":"int32"}`, `{"id":"shuffle","elementsize":4}`), Compressor: json.RawMessage(`{"id":"zlib","level":1}`)}, true},
+		true, codec.V2Chain{DType: "<i4", Order: 'C', Filters: raws(`{"id":"delta","dtype":"<i4","astype":"<i4"}`, `{"id":"shuffle","elementsize":4}`), Compressor: json.RawMessage(`{"id":"zlib","level":1}`)}, true},
 	{"numcodecs filter with transpose F", dtype.TypeFloat64, []int{4, 5}, `[{"name":"transpose","configuration":{"order":[1,0]}},{"name":"numcodecs.fixedscaleoffset","configuration":{"offset":2,"scale":100,"dtype":"<f8","astype":"<i4"}},{"name":"bytes","configuration":{"endian":"little"}}]`,
 		true, codec.V2Chain{DType: "<f8", Order: 'F', Filters: raws(`{"id":"fixedscaleoffset","offset":2,"scale":100,"dtype":"<f8","astype":"<i4"}`)}, true},
 	{"numcodecs filter with big-endian bytes", dtype.TypeInt32, []int{3}, `[{"name":"numcodecs.delta","configuration":{"dtype":"int32"}},{"name":"bytes","configuration":{"endian":"big"}}]`,
@@ -281,5 +285,61 @@ func TestToV2ZarrPython(t *testing.T) {
 			data, items := got.want(t)
 			sameChunk(t, "zarr-python", want, data, items)
 		})
+	}
+}
+
+// TestV2ConfigsAsNumcodecsWritesThem: the configurations the v2 view
+// writes for numcodecs filters and compressors are what numcodecs 0.11
+// (Debian 12's, beside zarr-python 2.13) writes for the same codec, member
+// for member: short dtype names become numpy type strings, missing members
+// get numcodecs's defaults. GDAL reads .zarray that literally.
+func TestV2ConfigsAsNumcodecsWritesThem(t *testing.T) {
+	zarrtest.RequirePython(t, "numcodecs")
+	configs := []string{
+		`{"id":"delta","dtype":"int32"}`, `{"id":"delta","dtype":"<i4","astype":"<i2"}`, `{"id":"delta","dtype":"float64"}`,
+		`{"id":"delta","dtype":"u1"}`,
+		`{"id":"fixedscaleoffset","dtype":"float64","scale":100,"offset":1.5,"astype":"uint16"}`,
+		`{"id":"fixedscaleoffset","dtype":"<f8","scale":10,"offset":0}`,
+		`{"id":"quantize","digits":3,"dtype":"float32"}`, `{"id":"quantize","digits":2,"dtype":"<f8","astype":"<f4"}`,
+		`{"id":"astype","encode_dtype":"float32","decode_dtype":"float64"}`,
+		`{"id":"bitround","keepbits":7}`, `{"id":"packbits"}`,
+		`{"id":"blosc","cname":"lz4","clevel":5,"shuffle":1}`, `{"id":"blosc","cname":"zstd","clevel":3,"shuffle":2,"blocksize":0}`,
+		`{"id":"zlib","level":5}`, `{"id":"zlib"}`, `{"id":"gzip","level":1}`, `{"id":"gzip"}`,
+		`{"id":"zstd","level":3}`, `{"id":"zstd"}`, `{"id":"lz4","acceleration":1}`, `{"id":"lz4"}`,
+		`{"id":"bz2","level":9}`, `{"id":"bz2"}`, `{"id":"lzma","preset":1}`, `{"id":"lzma"}`,
+		`{"id":"shuffle","elementsize":4}`, `{"id":"shuffle"}`,
+		`{"id":"crc32"}`, `{"id":"adler32"}`,
+		`{"id":"vlen-utf8"}`, `{"id":"vlen-bytes"}`, `{"id":"json2"}`, `{"id":"json2","encoding":"utf-8"}`,
+	}
+	cmd := exec.Command(python, filepath.Join("testdata", "numcodecs_configs.py"))
+	cmd.Stdin = strings.NewReader("[" + strings.Join(configs, ",") + "]")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []struct {
+		Config json.RawMessage `json:"config"`
+		Error  string          `json:"error"`
+	}
+	if err := json.Unmarshal(out, &want); err != nil || len(want) != len(configs) {
+		t.Fatalf("numcodecs printed %s (%v)", out, err)
+	}
+	for i, c := range configs {
+		if want[i].Error != "" {
+			t.Errorf("numcodecs cannot make %s: %s", c, want[i].Error)
+			continue
+		}
+		var in map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(c), &in); err != nil {
+			t.Fatal(err)
+		}
+		var id string
+		json.Unmarshal(in["id"], &id)
+		delete(in, "id")
+		v3, _ := json.Marshal(in)
+		if got := codec.V2Config(id, v3); !sameJSON(string(got), string(want[i].Config)) {
+			t.Errorf("%s: the v2 view writes %s, numcodecs %s", c, got, want[i].Config)
+		}
 	}
 }
