@@ -18,6 +18,7 @@ import (
 	"github.com/zarrfs/zarrfs/zarr/store/httpstore"
 	"github.com/zarrfs/zarrfs/zarr/store/requests"
 	"github.com/zarrfs/zarrfs/zarr/store/s3store"
+	"github.com/zarrfs/zarrfs/zarr/store/zipstore"
 )
 
 // storeFlags are the flags that say how to reach a remote store.
@@ -39,10 +40,11 @@ func addStoreFlags(fs *flag.FlagSet) storeFlags {
 	}
 }
 
-// storeLocation is a parsed STORE argument: a local directory, or a
-// remote store's URL.
+// storeLocation is a parsed STORE argument: a local directory or zip file,
+// or a remote store's URL.
 type storeLocation struct {
-	dir            string // local directory, "" for remote
+	dir            string // local directory
+	zip            string // local zip file (zarr-python's ZipStore, .ozx)
 	bucket, prefix string // s3://bucket/prefix
 	web            string // http:// or https:// URL
 }
@@ -50,11 +52,11 @@ type storeLocation struct {
 func parseStore(arg string) (storeLocation, error) {
 	u, err := url.Parse(arg)
 	if err != nil || u.Scheme == "" || len(u.Scheme) == 1 {
-		return storeLocation{dir: arg}, nil // a path (a one-letter scheme is not one)
+		return localStore(arg), nil // a path (a one-letter scheme is not one)
 	}
 	switch u.Scheme {
 	case "file":
-		return storeLocation{dir: u.Path}, nil
+		return localStore(u.Path), nil
 	case "s3":
 		if u.Host == "" {
 			return storeLocation{}, fmt.Errorf("%s: no bucket (s3://BUCKET/PREFIX)", arg)
@@ -66,20 +68,33 @@ func parseStore(arg string) (storeLocation, error) {
 	return storeLocation{}, fmt.Errorf("%s: unsupported store URL scheme %q (a path, file://, s3://, http://, https://)", arg, u.Scheme)
 }
 
-func (l storeLocation) remote() bool { return l.dir == "" }
-
-// writable reports whether the store may take writes: web servers do
-// not, local directories when the process may write them.
-func (l storeLocation) writable() bool {
-	if l.web != "" {
-		return false
+// localStore is a directory, or a regular file (a zip).
+func localStore(p string) storeLocation {
+	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+		return storeLocation{zip: p}
 	}
-	return l.remote() || syscall.Access(l.dir, unix.W_OK) == nil
+	return storeLocation{dir: p}
+}
+
+func (l storeLocation) remote() bool { return l.dir == "" && l.zip == "" }
+
+// writable reports whether the store may take writes: web servers and zip
+// files do not, local directories when the process may write them.
+func (l storeLocation) writable() bool {
+	switch {
+	case l.web != "", l.zip != "":
+		return false
+	case l.remote():
+		return true
+	}
+	return syscall.Access(l.dir, unix.W_OK) == nil
 }
 
 // open opens the store.
 func (l storeLocation) open(ctx context.Context, sf storeFlags, readOnly bool) (store.Store, error) {
 	switch {
+	case l.zip != "":
+		return zipstore.Open(l.zip)
 	case !l.remote():
 		return store.OpenDir(l.dir, readOnly)
 	case l.web != "":
@@ -96,6 +111,9 @@ func (l storeLocation) open(ctx context.Context, sf storeFlags, readOnly bool) (
 // under dir (default: the user's state directory), one directory per
 // store URL.
 func journalDir(l storeLocation, s store.Store, dir string) (string, error) {
+	if l.zip != "" {
+		return "", nil // never written: no journals (reading "" finds none)
+	}
 	if !l.remote() {
 		return filepath.Join(l.dir, store.StateDir, "journal"), nil
 	}
