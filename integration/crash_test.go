@@ -399,7 +399,9 @@ func TestCrashZarrfsKilled(t *testing.T) {
 		m.Kill() // reap zarrfs and detach its dead mount
 		if _, _, errnos := w.manifestStats(t); len(errnos) > 0 {
 			if e := syscall.Errno(errnos[len(errnos)-1]); e != syscall.ENOTCONN && e != syscall.ECONNABORTED {
-				t.Fatalf("iteration %d: the writer failed with %v; only a dead zarrfs (ENOTCONN, ECONNABORTED) may fail it\nwriter:\n%s\nzarrfs log:\n%s", i, e, wr.out.String(), m.Log())
+				lines := readLines(t, w.manifest)
+				t.Fatalf("iteration %d: the writer failed with %v; only a dead zarrfs (ENOTCONN, ECONNABORTED) may fail it\nlast manifest lines:\n%s\nzarrfs log:\n%s",
+					i, e, strings.Join(lines[max(0, len(lines)-6):], "\n"), m.Log())
 			}
 		}
 		unpublished := checkAfterCrash(t, w.dir)

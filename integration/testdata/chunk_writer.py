@@ -23,7 +23,7 @@ Before it starts, the manifest gets "B <seq> <chunk id> <sha256 of the
 content, or - for an unlink>"; once close (or rename) has returned,
 "D <seq>". Manifest lines are single appends, so a writer killed at any
 moment leaves whole lines. On the first error the writer records
-"E <seq> <errno>" and exits with status 3. "ops" bounds the number of
+"E <seq> <errno> <call>" and exits with status 3. "ops" bounds the number of
 writes (0: write until killed).
 """
 import hashlib
@@ -73,10 +73,12 @@ def main(path):
         chunk = rng.choice(chunks)
         view = rng.choice(sorted(contents))
         target = chunk[view]
+        call = "-"
         try:
             if rng.random() < cfg.get("delete", 0):
                 record("B %s %s -" % (seq, chunk["id"]))
                 try:
+                    call = "unlink"
                     os.unlink(target)
                 except FileNotFoundError:
                     pass  # already empty: the outcome is the same
@@ -88,18 +90,23 @@ def main(path):
                 name = target
                 if mode == "rename":
                     name = os.path.join(os.path.dirname(target), ".%s.%s.partial" % (os.path.basename(target), seq))
+                call = "open"
                 fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                 try:
+                    call = "write"
                     os.write(fd, data)
                     if rng.random() < cfg.get("fsync", 0):
+                        call = "fsync"
                         os.fsync(fd)
                 finally:
+                    call = "close"
                     os.close(fd)
                 if mode == "rename":
+                    call = "rename"
                     os.rename(name, target)
             record("D %s" % seq)
         except OSError as e:
-            record("E %s %d" % (seq, e.errno))
+            record("E %s %d %s" % (seq, e.errno, call))
             return 3
     return 0
 
