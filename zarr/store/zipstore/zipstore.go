@@ -24,7 +24,8 @@ import (
 
 // Store is the tree of values in a zip file.
 type Store struct {
-	file    *os.File
+	file    io.ReaderAt
+	closer  io.Closer
 	path    string
 	gen     string // the zip file's generation: every value's changes with it
 	members map[string]*member
@@ -58,25 +59,37 @@ func Open(name string) (*Store, error) {
 		f.Close()
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	r, err := zip.NewReader(f, fi.Size())
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("open store %s: the zip file's central directory: %w", name, err)
-	}
 	if abs, err := filepath.Abs(name); err == nil {
 		name = abs
 	}
-	s := &Store{file: f, path: name, members: map[string]*member{}, children: map[string][]store.Entry{},
-		gen: fmt.Sprintf("%x:%x", fi.ModTime().UnixNano(), fi.Size())}
-	for _, zf := range r.File {
+	s, err := New(f, fi.Size(), name, fmt.Sprintf("%x:%x", fi.ModTime().UnixNano(), fi.Size()))
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	s.closer = f
+	return s, nil
+}
+
+// New reads the central directory of the zip of size bytes in r, named
+// name; gen is the zip's generation (it changes when the zip does).
+func New(r io.ReaderAt, size int64, name, gen string) (*Store, error) {
+	zr, err := zip.NewReader(r, size)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: the zip file's central directory: %w", name, err)
+	}
+	s := &Store{file: r, path: name, members: map[string]*member{}, children: map[string][]store.Entry{}, gen: gen}
+	for _, zf := range zr.File {
 		if strings.HasSuffix(zf.Name, "/") || store.ValidateKey(zf.Name) != nil {
 			continue // directories, and names that are no key (absolute, "..")
 		}
 		m := &member{zf: zf}
 		if m.offset, err = zf.DataOffset(); err != nil {
 			m.broken = fmt.Errorf("its local header cannot be read: %w", err)
-		} else if end := m.offset + int64(zf.CompressedSize64); end > fi.Size() || end < m.offset {
-			m.broken = fmt.Errorf("its %d bytes at offset %d run past the end of the zip file (%d bytes): %w", zf.CompressedSize64, m.offset, fi.Size(), io.ErrUnexpectedEOF)
+		} else if end := m.offset + int64(zf.CompressedSize64); end > size || end < m.offset {
+			m.broken = fmt.Errorf("its %d bytes at offset %d run past the end of the zip file (%d bytes): %w", zf.CompressedSize64, m.offset, size, io.ErrUnexpectedEOF)
+		} else if zf.Method == zip.Store && zf.CompressedSize64 != zf.UncompressedSize64 {
+			m.broken = fmt.Errorf("stored, but %d bytes in the zip for %d of content", zf.CompressedSize64, zf.UncompressedSize64)
 		}
 		if zf.Method != zip.Store && zf.Method != zip.Deflate && m.broken == nil {
 			m.broken = fmt.Errorf("compression method %d: only stored and deflated members are read", zf.Method)
@@ -118,7 +131,12 @@ func (s *Store) String() string { return s.path }
 // ReadOnly is true: a zip file is mounted read-only.
 func (s *Store) ReadOnly() bool { return true }
 
-func (s *Store) Close() error { return s.file.Close() }
+func (s *Store) Close() error {
+	if s.closer == nil {
+		return nil
+	}
+	return s.closer.Close()
+}
 
 func (s *Store) member(key string) (*member, error) {
 	if err := store.ValidateKey(key); err != nil {
