@@ -101,6 +101,16 @@ func (p *Pipeline) MaxEncodedSize() int64 {
 	return 2*int64(n) + 1<<20
 }
 
+// CheckEncodedSize refuses a stored chunk of n bytes larger than
+// MaxEncodedSize: a corrupt index entry (or one in a sparse file) whose
+// bytes must not be read into memory.
+func (p *Pipeline) CheckEncodedSize(n int64) error {
+	if limit := p.MaxEncodedSize(); n > limit {
+		return fmt.Errorf("%w: %d bytes stored, more than any chunk of this array encodes to (%d)", ErrTooLarge, n, limit)
+	}
+	return nil
+}
+
 // Encode serialises a chunk of the pipeline's spec.
 func (p *Pipeline) Encode(c *Chunk) ([]byte, error) {
 	if err := c.Check(p.spec); err != nil {

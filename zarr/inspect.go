@@ -142,8 +142,8 @@ func (a *Array) InspectChunk(ctx context.Context, coords []int, verify bool) Chu
 		if !verify {
 			continue
 		}
-		if limit := a.shard.Inner().MaxEncodedSize(); n > limit {
-			errs = append(errs, fmt.Errorf("inner chunk %d: %d bytes at offset %d, more than any chunk of this array encodes to (%d)", i, n, off, limit))
+		if err := a.shard.Inner().CheckEncodedSize(n); err != nil {
+			errs = append(errs, fmt.Errorf("inner chunk %d at offset %d: %w", i, off, err))
 			continue
 		}
 		b := make([]byte, n)

@@ -297,8 +297,8 @@ func (av *arrayView) readStored(ctx context.Context, loc location) ([]byte, erro
 // sparse shard, must not make the daemon allocate gigabytes. Reads by
 // range still serve such a chunk's file as stored.
 func (av *arrayView) fitsInMemory(ctx context.Context, loc location) error {
-	if limit := av.source.MaxEncodedSize(); loc.n > limit {
-		err := fmt.Errorf("%w: %s: an inner chunk of %d bytes at offset %d, more than any chunk of this array encodes to (%d)", ErrCorrupt, loc.key, loc.n, loc.off, limit)
+	if err := av.source.CheckEncodedSize(loc.n); err != nil {
+		err = fmt.Errorf("%w: %s: the inner chunk at offset %d: %v", ErrCorrupt, loc.key, loc.off, err)
 		av.fs.logOnce(ctx, loc.key, "inner chunk too large to read whole", "error", err)
 		return err
 	}
@@ -411,9 +411,13 @@ func (f *Temp) Open(context.Context) (*Handle, error) {
 	return &Handle{data: b, size: int64(len(b))}, nil
 }
 
-func (f *Temp) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
-	h, err := f.Open(ctx)
-	return readOnce(h, err, p, off)
+func (f *Temp) ReadAt(_ context.Context, p []byte, off int64) (int, error) {
+	f.data.mu.Lock()
+	defer f.data.mu.Unlock()
+	if off >= int64(len(f.data.data)) {
+		return 0, io.EOF
+	}
+	return copy(p, f.data.data[off:]), nil
 }
 
 // OpenWrite opens the temporary file for writing in place.

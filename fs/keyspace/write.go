@@ -76,6 +76,18 @@ func (t *temps) put(k string, f *tempData) {
 	t.files[k] = f
 }
 
+// move files what is at from at to instead, still counted.
+func (t *temps) move(from, to string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f := t.files[from]
+	if old := t.files[to]; old != nil && old != f {
+		t.forget(old)
+	}
+	delete(t.files, from)
+	t.files[to] = f
+}
+
 // forget stops counting a file that is gone; t.mu is held.
 func (t *temps) forget(f *tempData) {
 	t.size -= f.counted
@@ -211,12 +223,10 @@ func (h *WriteHandle) Truncate(size int64) error {
 	if h.temp != nil {
 		h.temp.mu.Lock()
 		defer h.temp.mu.Unlock()
-		buf = &h.temp.data
-	}
-	if h.temp != nil {
 		if err := h.fs.temps.resize(h.temp, size); err != nil {
 			return err
 		}
+		buf = &h.temp.data
 	}
 	switch {
 	case size == 0:
@@ -499,29 +509,27 @@ func (d *Dir) Rename(ctx context.Context, name string, to *Dir, newName string) 
 		if err := av.commitChunk(ctx, dst, coords, content); err != nil {
 			return err
 		}
-	} else if e, err := to.Lookup(ctx, newName); err == nil && isDocument(e.File) {
-		if err := d.fs.writeDoc(ctx, e.File.(*Document).node, to.view, newName, content); err != nil {
-			return err
-		}
-	} else if err == nil && e.Dir != nil {
-		return fmt.Errorf("%w: %s is a directory", ErrExists, dst)
-	} else if err := to.misplacedChunk(newName); err != nil {
-		d.fs.logOnce(ctx, dst, "rename refused: the name reads as a chunk key but names no chunk of the array", "error", err)
-		return fmt.Errorf("%s: %w", dst, err)
-	} else {
-		d.fs.temps.put(tempKey(to.view, dst), t)
-		d.fs.temps.mu.Lock()
-		delete(d.fs.temps.files, tempKey(d.view, src)) // still counted, at dst
-		d.fs.temps.mu.Unlock()
+		d.fs.temps.remove(d.view, src)
 		return nil
 	}
-	d.fs.temps.remove(d.view, src)
+	e, err := to.Lookup(ctx, newName)
+	doc, isDoc := e.File.(*Document)
+	switch {
+	case err == nil && isDoc:
+		if err := d.fs.writeDoc(ctx, doc.node, to.view, newName, content); err != nil {
+			return err
+		}
+		d.fs.temps.remove(d.view, src)
+	case err == nil && e.Dir != nil:
+		return fmt.Errorf("%w: %s is a directory", ErrExists, dst)
+	default:
+		if err := to.misplacedChunk(newName); err != nil {
+			d.fs.logOnce(ctx, dst, "rename refused: the name reads as a chunk key but names no chunk of the array", "error", err)
+			return fmt.Errorf("%s: %w", dst, err)
+		}
+		d.fs.temps.move(tempKey(d.view, src), tempKey(to.view, dst))
+	}
 	return nil
-}
-
-func isDocument(f File) bool {
-	_, ok := f.(*Document)
-	return ok
 }
 
 // Mkdir succeeds for nothing: chunk key directories always exist.
