@@ -60,10 +60,12 @@ demo: build
 	@echo
 	@echo "Mounting at $(DEMO_DIR)/mnt. In another terminal, try:"
 	@echo "  ls $(DEMO_DIR)/mnt/v3/volume/0/c/0/0            # inner chunks as files"
-	@echo "  ls $(DEMO_DIR)/mnt/v2/volume/0 | head           # the same chunks as v2 keys"
+	@echo "  ls $(DEMO_DIR)/mnt/v2/volume/0/0/0              # the same chunks as v2 keys (/-separated: OME-Zarr 0.4)"
 	@echo "  getfattr -d $(DEMO_DIR)/mnt/v3/volume/0/c/0/0/0  # where its bytes live in the shard"
-	@echo "  ls $(DEMO_DIR)/mnt/v2/labels/mask | wc -l       # sparse: only stored chunks have files"
+	@echo "  ls $(DEMO_DIR)/mnt/v2/volume/labels/mask/0/2/2    # sparse: only stored chunks have files"
+	@echo "  cat $(DEMO_DIR)/mnt/v2/volume/.zattrs              # the OME-Zarr 0.5 image as OME-Zarr 0.4"
 	@echo "  /usr/bin/python3 -c \"import zarr; g = zarr.open_consolidated('$(DEMO_DIR)/mnt/v2'); print(g.tree()); print(g['volume/0'][100, 100, :8])\""
+	@echo "  /usr/bin/python3 -c \"import xarray as xr; print(xr.open_zarr('$(DEMO_DIR)/mnt/v2', group='volume'))\""
 	@echo "Press Ctrl-C here to unmount."
 	./$(BIN) mount $(DEMO_DIR)/store $(DEMO_DIR)/mnt
 

@@ -14,7 +14,6 @@ import (
 	"github.com/zarrfs/zarrfs/zarr/dtype"
 	"github.com/zarrfs/zarrfs/zarr/meta"
 	"github.com/zarrfs/zarrfs/zarr/nd"
-	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/zarrtest"
 )
 
@@ -176,10 +175,7 @@ func TestXarray(t *testing.T) {
 func writeWeatherStore(t *testing.T, dir string) (digest string, lat []float64) {
 	t.Helper()
 	ctx := context.Background()
-	s, err := store.OpenDir(dir, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := zarrtest.OpenStore(t, dir)
 	defer s.Close()
 	for _, err := range []error{
 		zarr.CreateGroup(ctx, s, "", 3, nil),

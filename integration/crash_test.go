@@ -28,7 +28,6 @@ import (
 	"github.com/zarrfs/zarrfs/zarr/dtype"
 	"github.com/zarrfs/zarrfs/zarr/meta"
 	"github.com/zarrfs/zarrfs/zarr/nd"
-	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/zarrtest"
 )
 
@@ -60,11 +59,8 @@ func crashIterations(t *testing.T) int {
 // layout.
 func createLayoutStore(t *testing.T, dir string, layouts []writeLayout) {
 	t.Helper()
-	s, err := store.OpenDir(dir, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = zarr.CreateGroup(context.Background(), s, "", 3, nil)
+	s := zarrtest.OpenStore(t, dir)
+	err := zarr.CreateGroup(context.Background(), s, "", 3, nil)
 	s.Close()
 	if err != nil {
 		t.Fatal(err)

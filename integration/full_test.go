@@ -14,7 +14,6 @@ import (
 	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/dtype"
 	"github.com/zarrfs/zarrfs/zarr/meta"
-	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/zarrtest"
 )
 
@@ -37,10 +36,7 @@ func TestDiskFull(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	s, err := store.OpenDir(dir, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := zarrtest.OpenStore(t, dir)
 	if err := zarr.CreateGroup(ctx, s, "", 3, nil); err != nil {
 		t.Fatal(err)
 	}

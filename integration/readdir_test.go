@@ -19,7 +19,6 @@ import (
 	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/dtype"
 	"github.com/zarrfs/zarrfs/zarr/meta"
-	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/zarrtest"
 )
 
@@ -140,10 +139,7 @@ func readDirBatches(t *testing.T, path string) {
 func writeWideStore(t *testing.T, dir string) {
 	t.Helper()
 	ctx := context.Background()
-	s, err := store.OpenDir(dir, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := zarrtest.OpenStore(t, dir)
 	defer s.Close()
 	if err := zarr.CreateGroup(ctx, s, "", 3, json.RawMessage(`{}`)); err != nil {
 		t.Fatal(err)

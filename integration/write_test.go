@@ -57,10 +57,7 @@ var writeLayouts = []writeLayout{
 func addLayouts(t *testing.T, dir string, layouts []writeLayout) []zarrtest.Generated {
 	t.Helper()
 	ctx := context.Background()
-	s, err := store.OpenDir(dir, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := zarrtest.OpenStore(t, dir)
 	defer s.Close()
 	var out []zarrtest.Generated
 	for _, l := range layouts {
@@ -340,10 +337,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 func copyArray(t *testing.T, dir, from, path string) {
 	t.Helper()
 	ctx := context.Background()
-	s, err := store.OpenDir(dir, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := zarrtest.OpenStore(t, dir)
 	defer s.Close()
 	doc, err := store.ReadAll(ctx, s, store.Join(from, zarr.ZarrJSON))
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"strings"
 
 	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/zarr"
@@ -32,15 +33,20 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := writeDemo(ctx, dir); err != nil {
 		return fail(stderr, err)
 	}
-	fmt.Fprintf(stdout, "wrote a sample sharded Zarr v3 store to %s:\n", dir)
-	fmt.Fprintf(stdout, "  volume/0     uint16 256x256x256 in 128^3 shards of 32^3 inner chunks, zstd\n")
-	fmt.Fprintf(stdout, "  volume/1     uint16 128x128x128, the same downsampled, gzip\n")
-	fmt.Fprintf(stdout, "  labels/mask  uint8  256x256x256, sparse: empty inner chunks and missing shards\n")
+	fmt.Fprintf(stdout, "wrote a sample sharded Zarr v3 store, an OME-Zarr 0.5 image with labels, to %s:\n", dir)
+	fmt.Fprintf(stdout, "  volume                   the image: 3 levels, axes z/y/x in micrometers, one channel\n")
+	fmt.Fprintf(stdout, "  volume/0                 uint16 256x256x256 in 128^3 shards of 32^3 inner chunks, zstd\n")
+	fmt.Fprintf(stdout, "  volume/1, volume/2       the same downsampled to 128^3 and 64^3, gzip\n")
+	fmt.Fprintf(stdout, "  volume/labels/mask       its label image: uint8, 2 levels, sparse (empty inner chunks and missing shards)\n")
 	fmt.Fprintf(stdout, "try: zarrfs info %s\n", dir)
 	return 0
 }
 
-// writeDemo writes the sample store into dir.
+// demoLevels are the image's levels: level i is downsampled by 2^i.
+const demoLevels, demoLabelLevels = 3, 2
+
+// writeDemo writes the sample store into dir: an OME-Zarr 0.5 image, so
+// that the v2 view shows OME-Zarr 0.4 to imaging tools.
 func writeDemo(ctx context.Context, dir string) error {
 	s, err := store.OpenDir(dir, false)
 	if err != nil {
@@ -51,9 +57,12 @@ func writeDemo(ctx context.Context, dir string) error {
 		path  string
 		attrs string
 	}{
-		{"", `{"description":"zarrfs demo store: a synthetic 3-D volume with a downsampled level and a sparse label mask"}`},
-		{"volume", `{"multiscales":[{"version":"0.4","name":"volume","axes":[{"name":"z","type":"space"},{"name":"y","type":"space"},{"name":"x","type":"space"}],"datasets":[{"path":"0"},{"path":"1"}]}]}`},
-		{"labels", `{"note":"1 inside a sphere, 0 elsewhere; all-zero inner chunks are not stored"}`},
+		{"", `{"description":"zarrfs demo store: a synthetic 3-D image (OME-Zarr 0.5) with a downsampled pyramid and a sparse label mask"}`},
+		{"volume", `{"ome":{"version":"0.5","multiscales":[` + multiscale("volume", demoLevels, "gaussian") + `],` +
+			`"omero":{"name":"volume","channels":[{"label":"intensity","color":"FFFFFF","active":true,"window":{"min":0,"max":65535,"start":1000,"end":3500}}],"rdefs":{"model":"greyscale"}}}}`},
+		{"volume/labels", `{"ome":{"version":"0.5","labels":["mask"]}}`},
+		{"volume/labels/mask", `{"ome":{"version":"0.5","multiscales":[` + multiscale("mask", demoLabelLevels, "nearest") + `],` +
+			`"image-label":{"colors":[{"label-value":1,"rgba":[255,64,64,255]}],"properties":[{"label-value":1,"class":"sphere"}],"source":{"image":"../../"}}}}`},
 	}
 	for _, g := range groups {
 		if err := zarr.CreateGroup(ctx, s, g.path, 3, json.RawMessage(g.attrs)); err != nil {
@@ -62,36 +71,59 @@ func writeDemo(ctx context.Context, dir string) error {
 	}
 	zstd := meta.Codec{Name: "zstd", Configuration: json.RawMessage(`{"level":3,"checksum":false}`)}
 	gzip := meta.Codec{Name: "gzip", Configuration: json.RawMessage(`{"level":5}`)}
-	bytesLE := meta.Codec{Name: "bytes", Configuration: json.RawMessage(`{"endian":"little"}`)}
-	arrays := []struct {
-		path        string
-		typ         dtype.DataType
-		size, shard int
-		compressor  meta.Codec
-		value       func(z, y, x int) uint16
-	}{
-		{"volume/0", dtype.TypeUint16, 256, 128, zstd, func(z, y, x int) uint16 { return volume(z, y, x) }},
-		{"volume/1", dtype.TypeUint16, 128, 64, gzip, func(z, y, x int) uint16 { return volume(2*z, 2*y, 2*x) }},
-		{"labels/mask", dtype.TypeUint8, 256, 128, zstd, mask},
+	type level struct {
+		path       string
+		typ        dtype.DataType
+		size       int
+		compressor meta.Codec
+		value      func(z, y, x int) uint16
 	}
-	for _, spec := range arrays {
+	var levels []level
+	for i := range demoLevels {
+		f := 1 << i
+		c := gzip
+		if i == 0 {
+			c = zstd
+		}
+		levels = append(levels, level{fmt.Sprintf("volume/%d", i), dtype.TypeUint16, 256 / f, c, func(z, y, x int) uint16 { return volume(f*z, f*y, f*x) }})
+	}
+	for i := range demoLabelLevels {
+		f := 1 << i
+		levels = append(levels, level{fmt.Sprintf("volume/labels/mask/%d", i), dtype.TypeUint8, 256 / f, zstd, func(z, y, x int) uint16 { return mask(f*z, f*y, f*x) }})
+	}
+	bytesLE := meta.Codec{Name: "bytes", Configuration: json.RawMessage(`{"endian":"little"}`)}
+	for _, l := range levels {
+		shard := min(l.size, 128)
 		m := &meta.ArrayV3{
-			Shape: []int{spec.size, spec.size, spec.size}, DataType: spec.typ,
-			ChunkShape:     []int{spec.shard, spec.shard, spec.shard},
+			Shape: []int{l.size, l.size, l.size}, DataType: l.typ,
+			ChunkShape:     []int{shard, shard, shard},
 			KeyEncoding:    meta.KeyEncoding{Name: meta.KeyEncodingDefault, Separator: "/"},
-			FillValue:      make([]byte, spec.typ.Size),
-			Codecs:         zarr.ShardedCodecs([]int{32, 32, 32}, []meta.Codec{bytesLE, spec.compressor}),
+			FillValue:      make([]byte, l.typ.Size),
+			Codecs:         zarr.ShardedCodecs([]int{32, 32, 32}, []meta.Codec{bytesLE, l.compressor}),
 			DimensionNames: names("z", "y", "x"),
 		}
-		a, err := zarr.CreateArrayV3(ctx, s, spec.path, m)
+		a, err := zarr.CreateArrayV3(ctx, s, l.path, m)
 		if err != nil {
 			return err
 		}
-		if err := writeBlocks(ctx, a, spec.value); err != nil {
+		if err := writeBlocks(ctx, a, l.value); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// multiscale is the OME-Zarr 0.5 multiscales entry of an image whose
+// levels 0..n-1 halve each axis: 0.5 micrometer voxels at level 0.
+func multiscale(name string, n int, kind string) string {
+	var datasets []string
+	for i := range n {
+		s := 0.5 * float64(int(1)<<i)
+		datasets = append(datasets, fmt.Sprintf(`{"path":"%d","coordinateTransformations":[{"type":"scale","scale":[%g,%g,%g]}]}`, i, s, s, s))
+	}
+	axes := `[{"name":"z","type":"space","unit":"micrometer"},{"name":"y","type":"space","unit":"micrometer"},{"name":"x","type":"space","unit":"micrometer"}]`
+	return fmt.Sprintf(`{"name":%q,"axes":%s,"datasets":[%s],"type":%q,"metadata":{"method":"zarrfs demo: every 2nd voxel of the function level 0 samples"}}`,
+		name, axes, strings.Join(datasets, ","), kind)
 }
 
 // writeBlocks writes the array one shard at a time, so memory stays at one shard.

@@ -43,7 +43,10 @@ type arrayView struct {
 	chain []meta.Codec
 	// codecs is the view's codec chain, for the user.zarr.codecs xattr.
 	codecs string
-	docs   []doc
+	// dims, for levels of OME-Zarr images in the v2 view, are their
+	// _ARRAY_DIMENSIONS (findOMELevels).
+	dims []string
+	docs []doc
 	// seq is where a sequential reader is, for reading ahead.
 	seq sequence
 }
@@ -67,6 +70,9 @@ func newArrayView(f *FS, n *zarr.Node, v View) (*arrayView, error) {
 		av.codecs = meta.ChainString(chain)
 	} else {
 		av.keys = meta.KeyEncoding{Name: meta.KeyEncodingV2, Separator: f.opts.V2Separator}
+		if dims, level := f.omeLevels[n.Path]; level {
+			av.keys.Separator, av.dims = "/", dims
+		}
 		err = av.setV2(n, chunk, chain)
 	}
 	if err != nil {
@@ -139,7 +145,7 @@ func (av *arrayView) setV2(n *zarr.Node, chunk []int, chain []meta.Codec) error 
 		return fmt.Errorf("no v2 form: %w", err)
 	}
 	av.docs = []doc{{zarr.ZArray, zarray}}
-	attrs, err := v2Attributes(n)
+	attrs, err := av.fs.v2Attributes(n, av.dims)
 	if err != nil {
 		return err
 	}
@@ -181,23 +187,24 @@ func (av *arrayView) transcodeTarget(chunk []int) (codec.V2Chain, error) {
 	return v2, nil
 }
 
-// v2Attributes returns the .zattrs of an array: its attributes, plus
-// xarray's _ARRAY_DIMENSIONS when the v3 array names all its dimensions.
-func v2Attributes(n *zarr.Node) ([]byte, error) {
+// v2Attributes returns the .zattrs of a node: its attributes (OME-Zarr
+// metadata in the 0.4 form), plus xarray's _ARRAY_DIMENSIONS for an array:
+// dims if set, or else the v3 array's dimension names if it names them all.
+func (f *FS) v2Attributes(n *zarr.Node, dims []string) ([]byte, error) {
 	attrs := map[string]json.RawMessage{}
-	if len(n.Attributes) > 0 {
-		if err := json.Unmarshal(n.Attributes, &attrs); err != nil {
+	if shown, _ := f.v2Form(n); len(shown) > 0 {
+		if err := json.Unmarshal(shown, &attrs); err != nil {
 			return nil, err
 		}
 	}
-	if a := n.Array; a != nil && a.V3 != nil && len(a.V3.DimensionNames) > 0 {
-		if _, set := attrs["_ARRAY_DIMENSIONS"]; !set && !slices.Contains(a.V3.DimensionNames, nil) {
-			names := make([]string, len(a.V3.DimensionNames))
-			for i, p := range a.V3.DimensionNames {
-				names[i] = *p
-			}
-			attrs["_ARRAY_DIMENSIONS"], _ = json.Marshal(names)
+	if a := n.Array; dims == nil && a != nil && a.V3 != nil && len(a.V3.DimensionNames) > 0 && !slices.Contains(a.V3.DimensionNames, nil) {
+		dims = make([]string, len(a.V3.DimensionNames))
+		for i, p := range a.V3.DimensionNames {
+			dims[i] = *p
 		}
+	}
+	if _, set := attrs["_ARRAY_DIMENSIONS"]; !set && n.Array != nil && dims != nil {
+		attrs["_ARRAY_DIMENSIONS"], _ = json.Marshal(dims)
 	}
 	return json.MarshalIndent(attrs, "", "  ")
 }

@@ -106,7 +106,9 @@ type FS struct {
 	// arrays maps an array's path to how each view shows it, to find the
 	// aliases of a written chunk.
 	arrays map[string]map[View]*arrayView
-	mtime  time.Time
+	// omeLevels are the levels of OME-Zarr images (findOMELevels).
+	omeLevels map[string][]string
+	mtime     time.Time
 	// meta guards metadata documents, which attribute writes replace.
 	meta sync.RWMutex
 
@@ -173,6 +175,7 @@ func New(h *zarr.Hierarchy, opts Options) *FS {
 	if o, ok := h.Store.(store.Opener); ok {
 		f.files = newFileCache(o, 128)
 	}
+	f.omeLevels = findOMELevels(h)
 	f.roots = map[View]*Dir{V3: f.buildView(V3), V2: f.buildView(V2)}
 	return f
 }

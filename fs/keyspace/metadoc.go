@@ -11,6 +11,7 @@ import (
 
 	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/meta"
+	"github.com/zarrfs/zarrfs/zarr/ome"
 	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
@@ -28,8 +29,12 @@ func (f *FS) writeDoc(ctx context.Context, vn *vnode, v View, name string, conte
 			return fmt.Errorf("%w: %s: %v", ErrInvalid, joinPath(n.Path, name), err)
 		}
 		f.meta.RLock() // attribute edits change the node
-		attrs = withoutDerived(n, parsed)
+		attrs, err = f.fromV2Form(vn, parsed)
 		f.meta.RUnlock()
+		if err != nil {
+			f.logOnce(ctx, joinPath(n.Path, name), "metadata edit refused", "error", err)
+			return fmt.Errorf("%w: %s: %v", ErrInvalid, joinPath(n.Path, name), err)
+		}
 	case v == V3 && name == zarr.ZarrJSON:
 		var err error
 		if attrs, err = f.v3Attributes(vn, content); err != nil {
@@ -90,21 +95,32 @@ func jsonEqual(a, b []byte) bool {
 	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
 }
 
-// withoutDerived drops the _ARRAY_DIMENSIONS the v2 view adds from a v3
-// array's dimension_names, so writing .zattrs back does not copy it into
-// the v3 attributes.
-func withoutDerived(n *zarr.Node, attrs json.RawMessage) json.RawMessage {
+// fromV2Form returns the attributes to store for a .zattrs written to the
+// v2 view: without the _ARRAY_DIMENSIONS the view derives for a v3 array
+// (so they are not copied into its attributes), and with OME-Zarr
+// metadata the view shows in the 0.4 form mapped back to 0.5.
+func (f *FS) fromV2Form(vn *vnode, attrs json.RawMessage) (json.RawMessage, error) {
+	n := vn.node
+	if _, translated := f.v2Form(n); translated {
+		return ome.FromV04(withoutDerived(vn, attrs), n.Attributes)
+	}
+	return withoutDerived(vn, attrs), nil
+}
+
+// withoutDerived drops the _ARRAY_DIMENSIONS the v2 view adds to a v3
+// array's attributes.
+func withoutDerived(vn *vnode, attrs json.RawMessage) json.RawMessage {
 	var fields map[string]json.RawMessage
-	if json.Unmarshal(attrs, &fields) != nil {
+	if vn.arr == nil || json.Unmarshal(attrs, &fields) != nil {
 		return attrs
 	}
-	derived, err := v2Attributes(&zarr.Node{Array: n.Array})
+	derived, err := vn.arr.fs.v2Attributes(&zarr.Node{Array: vn.node.Array}, vn.arr.dims)
 	var d map[string]json.RawMessage
 	if err != nil || json.Unmarshal(derived, &d) != nil || d["_ARRAY_DIMENSIONS"] == nil {
 		return attrs
 	}
 	if jsonEqual(fields["_ARRAY_DIMENSIONS"], d["_ARRAY_DIMENSIONS"]) {
-		if _, own := jsonFields(n.Attributes)["_ARRAY_DIMENSIONS"]; !own {
+		if _, own := jsonFields(vn.node.Attributes)["_ARRAY_DIMENSIONS"]; !own {
 			delete(fields, "_ARRAY_DIMENSIONS")
 		}
 	}
@@ -189,7 +205,7 @@ func (f *FS) applyAttributes(n *zarr.Node, attrs json.RawMessage) error {
 		if vn == nil {
 			continue
 		}
-		docs, err := nodeDocs(n, v, vn.arr)
+		docs, err := f.nodeDocs(n, v, vn.arr)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -215,14 +231,14 @@ func (f *FS) applyAttributes(n *zarr.Node, attrs json.RawMessage) error {
 }
 
 // nodeDocs returns the metadata documents of a node's directory in a view.
-func nodeDocs(n *zarr.Node, v View, av *arrayView) ([]doc, error) {
+func (f *FS) nodeDocs(n *zarr.Node, v View, av *arrayView) ([]doc, error) {
 	switch {
 	case av == nil:
-		return groupDocs(n, v)
+		return f.groupDocs(n, v)
 	case v == V3:
 		return v3ArrayDocs(n, av.chunk, av.chain)
 	}
-	attrs, err := v2Attributes(n)
+	attrs, err := f.v2Attributes(n, av.dims)
 	if err != nil {
 		return nil, err
 	}

@@ -43,7 +43,7 @@ func (f *FS) buildView(v View) *Dir {
 				f.arrays[n.Path][v] = vn.arr
 			}
 		} else {
-			vn.docs, err = groupDocs(n, v)
+			vn.docs, err = f.groupDocs(n, v)
 		}
 		if err != nil {
 			f.logOnce(ctx, n.Path, "node left out of the "+v.String()+" view", "error", err)
@@ -79,7 +79,7 @@ func (f *FS) buildView(v View) *Dir {
 }
 
 // groupDocs returns the metadata files of a group directory.
-func groupDocs(n *zarr.Node, v View) ([]doc, error) {
+func (f *FS) groupDocs(n *zarr.Node, v View) ([]doc, error) {
 	if v == V3 {
 		g := &meta.GroupV3{Attributes: n.Attributes}
 		if n.GroupV3 != nil {
@@ -96,7 +96,7 @@ func groupDocs(n *zarr.Node, v View) ([]doc, error) {
 	if err != nil {
 		return nil, err
 	}
-	attrs, err := v2Attributes(n)
+	attrs, err := f.v2Attributes(n, nil)
 	return []doc{{zarr.ZGroup, zgroup}, {zarr.ZAttrs, attrs}}, err
 }
 

@@ -115,7 +115,7 @@ func v3Cases() []v3Case {
 func WriteV3Store(t testing.TB, dir string) []Generated {
 	t.Helper()
 	ctx := context.Background()
-	s := openStore(t, dir)
+	s := OpenStore(t, dir)
 	defer s.Close()
 	must(t, zarr.CreateGroup(ctx, s, "", 3, json.RawMessage(`{"title":"zarrfs generated store"}`)))
 	must(t, zarr.CreateGroup(ctx, s, "group", 3, nil))
@@ -141,7 +141,7 @@ func WriteV3Store(t testing.TB, dir string) []Generated {
 func WriteV2Store(t testing.TB, dir string) []Generated {
 	t.Helper()
 	ctx := context.Background()
-	s := openStore(t, dir)
+	s := OpenStore(t, dir)
 	defer s.Close()
 	must(t, zarr.CreateGroup(ctx, s, "", 2, json.RawMessage(`{"title":"zarrfs generated v2 store"}`)))
 	cases := []struct {
@@ -179,7 +179,8 @@ func WriteV2Store(t testing.TB, dir string) []Generated {
 	return out
 }
 
-func openStore(t testing.TB, dir string) *store.Dir {
+// OpenStore opens the store directory dir for writing.
+func OpenStore(t testing.TB, dir string) *store.Dir {
 	t.Helper()
 	s, err := store.OpenDir(dir, false)
 	must(t, err)
