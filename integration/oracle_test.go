@@ -20,7 +20,8 @@ import (
 // readers, zarrita through v3/ and zarr-python 2.13 through v2/: each must
 // print the digest of the original content. Arrays zarrita cannot decode
 // are read through v3/ with zarrfs's own reader instead; arrays a view
-// leaves out must be named in the mount's log with the reason.
+// leaves out must be named in the mount's log with the reason. The v2
+// view's transcoded chunks are read in each encoding.
 func TestOracles(t *testing.T) {
 	o := zarrtest.NewOracle(t)
 	v3, v3Arrays, v2, v2Arrays := generated(t)
@@ -28,6 +29,12 @@ func TestOracles(t *testing.T) {
 		m := mount(t, v3, "--ro")
 		checkOracles(t, o, m.Dir, m.Log(), generatedDigests(v3Arrays))
 	})
+	for _, encoding := range []string{"raw", "blosc-lz4"} { // the default, auto, picks per array
+		t.Run("generated-v3 --v2-transcode "+encoding, func(t *testing.T) {
+			m := mount(t, v3, "--ro", "--v2-transcode", encoding)
+			checkOracles(t, o, m.Dir, m.Log(), generatedDigests(v3Arrays))
+		})
+	}
 	t.Run("generated-v2", func(t *testing.T) {
 		m := mount(t, v2, "--ro")
 		checkOracles(t, o, m.Dir, m.Log(), generatedDigests(v2Arrays))

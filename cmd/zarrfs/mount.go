@@ -38,6 +38,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	peerToken := flags.String("peer-token", "", "shared secret of the peers (default: $ZARRFS_PEER_TOKEN)")
 	peersFile := flags.String("peers-file", "", "file of peer URLs, one per line, re-read when it changes (instead of --peers)")
 	revalidate := flags.Duration("revalidate", time.Second, "how long a cached shard index (and, on object stores, an array's listing) is trusted before the store is asked again")
+	transcodeTo := flags.String("v2-transcode", keyspace.TranscodeAuto, "how the v2 view encodes chunks it must transcode: "+keyspace.TranscodeBloscLZ4+" (compact), "+keyspace.TranscodeRaw+" (compressor null: cheapest to make and to read), or "+keyspace.TranscodeAuto+" (raw for arrays stored uncompressed, "+keyspace.TranscodeBloscLZ4+" for the others)")
 	readAhead := flags.Int("read-ahead", 2, "transcoded chunks to prepare ahead of a reader reading chunks in key order (0: none)")
 	statsInterval := flags.Duration("stats-interval", 0, "log the counters of MNT/.zarrfs/stats this often (e.g. 1m; 0: never)")
 	sf := addStoreFlags(flags)
@@ -63,6 +64,9 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if *revalidate <= 0 {
 		return fail(stderr, fmt.Errorf("--revalidate must be positive"))
+	}
+	if *transcodeTo != keyspace.TranscodeAuto && *transcodeTo != keyspace.TranscodeBloscLZ4 && *transcodeTo != keyspace.TranscodeRaw {
+		return fail(stderr, fmt.Errorf("--v2-transcode must be %s, %s or %s, not %q", keyspace.TranscodeAuto, keyspace.TranscodeBloscLZ4, keyspace.TranscodeRaw, *transcodeTo))
 	}
 	if *readAhead < 0 {
 		return fail(stderr, fmt.Errorf("--read-ahead must not be negative"))
@@ -145,7 +149,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return fail(stderr, fmt.Errorf("--cache-dir: %v", err))
 		}
 	}
-	ks := keyspace.New(h, keyspace.Options{V2Separator: *sep, CacheBytes: cacheBytes, Logger: logger, Writer: writer, Unpublished: unpublished, ReadAhead: *readAhead, DiskCache: disk, Revalidate: *revalidate})
+	ks := keyspace.New(h, keyspace.Options{V2Separator: *sep, V2Transcode: *transcodeTo, CacheBytes: cacheBytes, Logger: logger, Writer: writer, Unpublished: unpublished, ReadAhead: *readAhead, DiskCache: disk, Revalidate: *revalidate})
 	if *peers != "" || *peersFile != "" || *peerListen != "" {
 		list := *peers
 		if *peersFile != "" {

@@ -154,10 +154,11 @@ func (av *arrayView) setV2(n *zarr.Node, chunk []int, chain []meta.Codec) error 
 }
 
 // transcodeTarget picks the v2 encoding of chunks whose stored codecs have
-// no v2 equivalent: little-endian C order, compressed with zarr-python 2's
-// default compressor, blosc lz4 level 5 with byte shuffle, which every v2
-// reader has and which encodes several times faster than zstd level 1
-// (a transcode stands between a reader and its first byte).
+// no v2 equivalent (Options.V2Transcode): little-endian C order,
+// uncompressed or compressed with zarr-python 2's default compressor,
+// blosc lz4 level 5 with byte shuffle, which every v2 reader has and which
+// encodes several times faster than zstd level 1 (a transcode stands
+// between a reader and its first byte).
 func (av *arrayView) transcodeTarget(chunk []int) (codec.V2Chain, error) {
 	t := av.a.Type
 	if t.Kind == dtype.Int || t.Kind == dtype.Uint {
@@ -167,7 +168,14 @@ func (av *arrayView) transcodeTarget(chunk []int) (codec.V2Chain, error) {
 	if err != nil {
 		return codec.V2Chain{}, fmt.Errorf("no v2 data type: %w", err)
 	}
-	v2 := codec.V2Chain{DType: typestr, Order: 'C', Compressor: json.RawMessage(`{"id":"blosc","cname":"lz4","clevel":5,"shuffle":1,"blocksize":0}`)}
+	v2 := codec.V2Chain{DType: typestr, Order: 'C'}
+	raw := av.fs.opts.V2Transcode == TranscodeRaw
+	if av.fs.opts.V2Transcode == TranscodeAuto {
+		_, raw = av.source.EncodedSize() // a fixed size: not compressed
+	}
+	if !raw {
+		v2.Compressor = json.RawMessage(`{"id":"blosc","cname":"lz4","clevel":5,"shuffle":1,"blocksize":0}`)
+	}
 	switch t.Kind {
 	case dtype.String:
 		v2.Filters = []json.RawMessage{json.RawMessage(`{"id":"vlen-utf8"}`)}

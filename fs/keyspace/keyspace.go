@@ -66,11 +66,32 @@ var (
 	ErrExists = errors.New("file exists")
 )
 
+// Encodings of transcoded chunks in the v2 view, all little-endian C
+// order.
+const (
+	// TranscodeAuto, the default, encodes an array's chunks as they are
+	// stored: TranscodeRaw if uncompressed, TranscodeBloscLZ4 if compressed.
+	// Compressing what the store keeps uncompressed costs time and saves
+	// little; leaving compressed chunks uncompressed would grow the view's
+	// copies and what the cache holds by the compression ratio.
+	TranscodeAuto = "auto"
+	// TranscodeBloscLZ4 compresses with blosc lz4 and byte shuffle,
+	// zarr-python 2's default compressor, which every v2 reader has:
+	// copies of the view stay about as small as the store.
+	TranscodeBloscLZ4 = "blosc-lz4"
+	// TranscodeRaw leaves chunks uncompressed (compressor null): no
+	// encoding cost, and nothing for the reader to decompress.
+	TranscodeRaw = "raw"
+)
+
 // Options configure an FS.
 type Options struct {
 	// V2Separator is the dimension separator of v2 chunk keys: "." (the
 	// default) or "/".
 	V2Separator string
+	// V2Transcode is how the v2 view encodes the chunks it transcodes:
+	// TranscodeAuto (the default), TranscodeBloscLZ4 or TranscodeRaw.
+	V2Transcode string
 	// CacheBytes bounds the cache of shard indexes and transcoded chunks.
 	CacheBytes int64
 	// Revalidate is how long a cached shard index is trusted before the
@@ -145,6 +166,9 @@ type pendingUpdates interface {
 func New(h *zarr.Hierarchy, opts Options) *FS {
 	if opts.V2Separator == "" {
 		opts.V2Separator = "."
+	}
+	if opts.V2Transcode == "" {
+		opts.V2Transcode = TranscodeAuto
 	}
 	if opts.CacheBytes <= 0 {
 		opts.CacheBytes = 256 << 20

@@ -10,10 +10,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/zarrfs/zarrfs/fs/keyspace"
 	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/dtype"
+	"github.com/zarrfs/zarrfs/zarr/meta"
 	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/zarrtest"
 )
@@ -124,8 +127,8 @@ func TestViewsOfGeneratedStores(t *testing.T) {
 		for _, g := range write(t, dir) {
 			want[g.Path] = g.Digest
 		}
-		for _, sep := range []string{".", "/"} {
-			f := openFS(t, dir, keyspace.Options{V2Separator: sep})
+		for _, opts := range []keyspace.Options{{V2Separator: "."}, {V2Separator: "/", V2Transcode: keyspace.TranscodeRaw}} {
+			f := openFS(t, dir, opts)
 			checkView(t, f, keyspace.V3, want)
 			checkView(t, f, keyspace.V2, want)
 			if n := keyspace.RewriteCounters(f); n != 0 {
@@ -285,4 +288,56 @@ func lookupDir(t *testing.T, d *keyspace.Dir, name string) *keyspace.Dir {
 		t.Fatalf("lookup %s/%s: %v, %+v", d, name, err, e)
 	}
 	return e.Dir
+}
+
+// TestTranscodeEncodings: the v2 view encodes what it transcodes (inner
+// chunks transposed in an order v2 cannot express) uncompressed or with
+// blosc lz4, as Options.V2Transcode says; TranscodeAuto compresses only
+// what the store compresses. Every choice reads back the stored content.
+func TestTranscodeEncodings(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := zarrtest.OpenStore(t, dir)
+	if err := zarr.CreateGroup(ctx, s, "", 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	transpose := zarrtest.C("transpose", `{"order":[0,2,1]}`)
+	for name, inner := range map[string][]meta.Codec{"plain": {transpose, zarrtest.BytesLE}, "zstd": {transpose, zarrtest.BytesLE, zarrtest.Zstd}} {
+		a, err := zarr.CreateArrayV3(ctx, s, name, &meta.ArrayV3{Shape: []int{4, 6, 8}, DataType: dtype.TypeUint16, ChunkShape: []int{4, 6, 8}, FillValue: []byte{0, 0},
+			KeyEncoding: meta.KeyEncoding{Name: meta.KeyEncodingDefault, Separator: "/"},
+			Codecs:      []meta.Codec{zarrtest.Sharding([]int{2, 3, 4}, inner, []meta.Codec{zarrtest.BytesLE, zarrtest.CRC32C}, "end")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := zarrtest.Pattern(a, 2)
+		if err := a.Write(ctx, data); err != nil {
+			t.Fatal(err)
+		}
+		want[name] = zarrtest.Digest(data)
+	}
+	s.Close()
+	const lz4, none = `"cname":"lz4"`, `"compressor":null`
+	for encoding, compressors := range map[string]map[string]string{
+		keyspace.TranscodeAuto:     {"plain": none, "zstd": lz4},
+		keyspace.TranscodeBloscLZ4: {"plain": lz4, "zstd": lz4},
+		keyspace.TranscodeRaw:      {"plain": none, "zstd": none},
+	} {
+		f := openFS(t, dir, keyspace.Options{V2Transcode: encoding})
+		for name, compressor := range compressors {
+			if zarray := compact(t, readFile(t, lookupDir(t, f.Root(keyspace.V2), name), ".zarray")); !strings.Contains(zarray, compressor) {
+				t.Errorf("%s: the .zarray of %s is %s, want %s", encoding, name, zarray, compressor)
+			}
+		}
+		checkView(t, f, keyspace.V2, want)
+	}
+}
+
+func compact(t *testing.T, b []byte) string {
+	t.Helper()
+	var out bytes.Buffer
+	if err := json.Compact(&out, b); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
 }
