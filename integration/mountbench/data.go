@@ -128,7 +128,10 @@ func writeStore(ctx context.Context, dir string, specs []arraySpec) error {
 }
 
 // writeNativeV2 writes the arrays as plain Zarr v2 with the metadata the
-// mount's v2 view shows (read from zarray), for the zarr-python baselines.
+// mount's v2 view shows (read from zarray), for the zarr-python baselines;
+// arrays the view transcodes are compressed as a user converting them
+// with zarr-python 2 would, with its default compressor (blosc lz4), so
+// that the baseline does not depend on --v2-transcode.
 func writeNativeV2(ctx context.Context, dir string, specs []arraySpec, zarray func(name string) ([]byte, error)) error {
 	s, err := createStore(dir)
 	if err != nil {
@@ -149,6 +152,9 @@ func writeNativeV2(ctx context.Context, dir string, specs []arraySpec, zarray fu
 		m, err := meta.ParseZarray(doc)
 		if err != nil {
 			return fmt.Errorf("%s/.zarray of the v2 view: %w", spec.name, err)
+		}
+		if !spec.passThrough {
+			m.Compressor = json.RawMessage(`{"id":"blosc","cname":"lz4","clevel":5,"shuffle":1,"blocksize":0}`)
 		}
 		a, err := zarr.CreateArrayV2(ctx, s, spec.name, m, nil)
 		if err != nil {
