@@ -69,7 +69,7 @@ func (av *arrayView) transcode(ctx context.Context, coords []int, loc location) 
 // ahead (fetchAhead).
 type readAhead struct {
 	depth int           // chunks prepared ahead of the reader; 0: none
-	slots chan struct{} // one per background transcode under way
+	slots chan struct{} // one per transcodeAhead walker under way
 	work  sync.WaitGroup
 	ahead atomic.Uint64 // chunks transcoded or fetched ahead, for Stats
 	// Stores read by ranges: one walk at a time looks ahead of the
@@ -94,6 +94,8 @@ type sequence struct {
 	// fetched is the key-order position of the first chunk that no walk
 	// of fetchAhead has found cached or fetching.
 	fetched int
+	// transcoding is set while transcodeAhead works for this array.
+	transcoding atomic.Bool
 }
 
 // follows reports whether coords come right after the last chunk read,
@@ -104,9 +106,10 @@ func (s *sequence) follows(av *arrayView, coords []int) bool {
 
 // after is told that the chunk at coords of av was read. When it follows
 // the chunk read before it, the next depth chunks are transcoded in the
-// background, as far as free slots allow (a busy machine reads no further
-// ahead: the reader then transcodes what it needs itself); from a store
-// read by ranges, the next chunks are fetched (fetchAhead).
+// background (transcodeAhead), by one walker per array and as many walkers
+// as free slots allow (a busy machine reads no further ahead: the reader
+// then transcodes what it needs itself); from a store read by ranges, the
+// next chunks are fetched (fetchAhead).
 func (r *readAhead) after(av *arrayView, coords []int) {
 	if r.depth == 0 {
 		return
@@ -129,21 +132,57 @@ func (r *readAhead) after(av *arrayView, coords []int) {
 		}
 		return
 	}
-	next := coords
-	for range r.depth {
-		if next = av.nextChunk(next); next == nil {
+	if !av.seq.transcoding.CompareAndSwap(false, true) {
+		return // this array's walker is under way and sees the reader move
+	}
+	select {
+	case r.slots <- struct{}{}:
+	default:
+		av.seq.transcoding.Store(false)
+		return
+	}
+	r.work.Go(func() {
+		defer func() { <-r.slots }()
+		defer av.seq.transcoding.Store(false)
+		r.transcodeAhead(av)
+	})
+}
+
+// transcodeAhead keeps the depth chunks after a sequential reader's last
+// one transcoded: it transcodes the first of them not yet cached, looks
+// again where the reader is, and stops when all are done (or one fails,
+// which the reader will see and log). Working without pause while the
+// reader waits for its own round trips is what keeps it ahead: a
+// transcode started only when the reader reaches the chunk before would
+// be waited for whole at the next lookup.
+func (r *readAhead) transcodeAhead(av *arrayView) {
+	ctx := context.Background()
+	for {
+		av.seq.mu.Lock()
+		next := slices.Clone(av.seq.last)
+		av.seq.mu.Unlock()
+		var todo []int
+		var loc location
+		for range r.depth {
+			if next = av.nextChunk(next); next == nil {
+				break
+			}
+			l, ok, err := av.locate(ctx, next, false)
+			if err != nil {
+				return
+			}
+			if ok && !av.fs.cache.Contains(av.transcodeKey(next, l.gen)) {
+				todo, loc = next, l
+				break
+			}
+		}
+		if todo == nil {
 			return
 		}
-		select {
-		case r.slots <- struct{}{}:
-		default:
+		if _, err := av.transcoded(ctx, todo, loc); err != nil {
 			return
 		}
-		coords := next
-		r.work.Go(func() {
-			defer func() { <-r.slots }()
-			r.prepare(av, coords)
-		})
+		r.ahead.Add(1)
 	}
 }
 
@@ -246,19 +285,6 @@ func (r *readAhead) fetch(load func()) bool {
 		load()
 	})
 	return true
-}
-
-// prepare transcodes the chunk at coords unless it is cached or empty.
-func (r *readAhead) prepare(av *arrayView, coords []int) {
-	ctx := context.Background()
-	loc, ok, err := av.locate(ctx, coords, false)
-	if err != nil || !ok || av.fs.cache.Contains(av.transcodeKey(coords, loc.gen)) {
-		return
-	}
-	// An error is the reader's to see (and log) when it gets there.
-	if _, err := av.transcoded(ctx, coords, loc); err == nil {
-		r.ahead.Add(1)
-	}
 }
 
 // nextChunk returns the coordinates after coords in C order of the view's
