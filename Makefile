@@ -6,7 +6,7 @@ BIN       := bin/zarrfs
 FUZZTIME  ?= 100000x
 DEMO_DIR  ?= /tmp/zarrfs-demo
 
-.PHONY: all build test lint unit fuzz bench demo clean
+.PHONY: all build test lint unit test-io-uring fuzz bench demo clean
 
 all: build
 
@@ -15,8 +15,9 @@ build:
 
 # The README's test command: static checks, every test with the race
 # detector (integration tests mount for real and need root and /dev/fuse),
-# then a short run of every fuzz target.
-test: lint unit fuzz
+# the integration tests again with every mount served over io_uring, then a
+# short run of every fuzz target.
+test: lint unit test-io-uring fuzz
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -28,6 +29,18 @@ unit:
 	$(GO) test -race -count=1 -timeout 30m ./...
 	$(GO) test -count=1 -tags purego ./codec/blosc/  # the portable fallback of the SSE2 unshuffle
 	$(GO) test -count=1 -run '^(TestCheck|TestDecompressAllocs)$$' ./codec/ ./codec/blosc/  # allocation counts, which -race cannot measure
+
+# The integration tests with every mount served over FUSE-over-io_uring
+# (--fuse-transport io_uring, fs/fuseuring): the lever must cost no
+# correctness. It turns the fuse module's enable_uring on, which changes
+# nothing for daemons that do not ask for io_uring, and skips, saying so,
+# where it cannot.
+URING_PARAM := /sys/module/fuse/parameters/enable_uring
+test-io-uring:
+	@if [ "$$(id -u)" = 0 ] && [ -e $(URING_PARAM) ] && echo Y > $(URING_PARAM); then \
+	  echo "integration tests over io_uring"; \
+	  ZARRFS_TEST_MOUNT_ARGS="--fuse-transport io_uring" $(GO) test -race -count=1 -timeout 30m ./integration/; \
+	else echo "SKIP: test-io-uring needs root and a kernel with $(URING_PARAM)"; fi
 
 # Runs each fuzz target for FUZZTIME, a count of executions by default: a
 # wall-clock -fuzztime can fail a clean run with "context deadline exceeded"

@@ -7,6 +7,7 @@ package fs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/zarrfs/zarrfs/fs/fuseuring"
 	"github.com/zarrfs/zarrfs/fs/keyspace"
 	"github.com/zarrfs/zarrfs/zarr/store"
 )
@@ -36,11 +38,39 @@ type Options struct {
 	// StatsInterval, if set, is how often the counters of the stats file
 	// (MNT/.zarrfs/stats) are logged.
 	StatsInterval time.Duration
+	// Transport is how requests reach the file system: TransportDevFuse
+	// (the default) or TransportIOURing.
+	Transport string
+}
+
+// The transports of FUSE requests.
+const (
+	// TransportDevFuse reads requests from /dev/fuse and writes replies to
+	// it: two system calls and a wakeup of another thread per request.
+	TransportDevFuse = "dev"
+	// TransportIOURing serves them from one io_uring queue per CPU (see
+	// package fuseuring); the kernel must offer it.
+	TransportIOURing = "io_uring"
+)
+
+// Server is a mounted file system.
+type Server struct {
+	*fuse.Server
+	uring *fuseuring.Transport
+}
+
+// Wait returns when the mount is gone and every request it received has
+// been answered.
+func (s *Server) Wait() {
+	s.Server.Wait()
+	if s.uring != nil {
+		s.uring.Wait()
+	}
 }
 
 // Mount mounts the views of ks at dir. It returns once the kernel sees the
 // mount; Unmount the server (or Wait for it) when done.
-func Mount(dir string, ks *keyspace.FS, opts Options) (*fuse.Server, error) {
+func Mount(dir string, ks *keyspace.FS, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -86,13 +116,24 @@ func Mount(dir string, ks *keyspace.FS, opts Options) (*fuse.Server, error) {
 	// start as soon as the kernel has the mount, which can be well before
 	// Mount returns here on a busy machine.
 	b.rootInode = root.EmbeddedInode()
-	server, err := gofs.Mount(dir, root, &gofs.Options{
+	nodeOpts := &gofs.Options{
 		MountOptions:    mountOpts,
 		EntryTimeout:    &entryTTL,
 		AttrTimeout:     &entryTTL,
 		NegativeTimeout: &negativeTTL,
 		RootStableAttr:  &gofs.StableAttr{Ino: 1},
-	})
+	}
+	server := &Server{}
+	var err error
+	switch opts.Transport {
+	case "", TransportDevFuse:
+		server.Server, err = gofs.Mount(dir, root, nodeOpts)
+	case TransportIOURing:
+		server.Server, server.uring, err = fuseuring.Mount(dir, gofs.NewNodeFS(root, nodeOpts), mountOpts)
+		b.st.uring.Store(server.uring)
+	default:
+		err = fmt.Errorf("unknown FUSE transport %q", opts.Transport)
+	}
 	if err != nil {
 		return nil, err
 	}

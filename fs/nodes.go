@@ -123,7 +123,7 @@ func (s *dirStream) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.next == nil {
-		s.next, s.stop = iter.Pull2(s.d.List(context.WithoutCancel(ctx)))
+		s.next, s.stop = pullListing(s.d.List(context.WithoutCancel(ctx)))
 	}
 	e, err, ok := s.next()
 	if !ok {
@@ -166,6 +166,60 @@ func (s *dirStream) Releasedir(ctx context.Context, _ uint32) {
 	s.mu.Lock()
 	s.reset()
 	s.mu.Unlock()
+}
+
+// listingBatch is how many entries the listing goroutine hands over at once.
+const listingBatch = 128
+
+// pullListing runs a listing in a goroutine of its own and hands its entries
+// over in batches. Not iter.Pull2: Go resumes a coroutine only on the locked
+// OS thread that made it, and the READDIR requests of one listing may arrive
+// on different locked threads (the queues of the io_uring transport).
+func pullListing(list iter.Seq2[keyspace.DirEntry, error]) (next func() (keyspace.DirEntry, error, bool), stop func()) {
+	type item struct {
+		e   keyspace.DirEntry
+		err error
+	}
+	batches := make(chan []item, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(batches)
+		var batch []item
+		send := func() bool {
+			select {
+			case batches <- batch:
+				batch = nil
+				return true
+			case <-done:
+				return false
+			}
+		}
+		for e, err := range list {
+			batch = append(batch, item{e, err})
+			if len(batch) == listingBatch && !send() {
+				return
+			}
+		}
+		if len(batch) > 0 {
+			send()
+		}
+	}()
+	var current []item
+	next = func() (keyspace.DirEntry, error, bool) {
+		for len(current) == 0 {
+			batch, ok := <-batches
+			if !ok {
+				return keyspace.DirEntry{}, nil, false
+			}
+			current = batch
+		}
+		it := current[0]
+		current = current[1:]
+		return it.e, it.err, true
+	}
+	var once sync.Once
+	stop = func() { once.Do(func() { close(done) }) }
+	return next, stop
 }
 
 // fileNode is a metadata document, a chunk file or a temporary file.

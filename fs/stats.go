@@ -15,6 +15,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/zarrfs/zarrfs/fs/fuseuring"
 	"github.com/zarrfs/zarrfs/fs/keyspace"
 )
 
@@ -38,12 +39,16 @@ type stats struct {
 	// Pushed counts chunk files whose content was handed to the kernel's
 	// page cache right after their lookup (see fileNode.preparePush).
 	Pushed uint64 `json:"pushed"`
+	// URingRequests counts the requests served over io_uring (see
+	// TransportIOURing).
+	URingRequests uint64 `json:"uring_requests,omitempty"`
 }
 
 // statsState is what a binding keeps for its statistics.
 type statsState struct {
 	errors  errorCounts
 	pushed  atomic.Uint64
+	uring   atomic.Pointer[fuseuring.Transport] // nil over /dev/fuse
 	dirOnce sync.Once
 	dir     *gofs.Inode // .zarrfs
 }
@@ -68,7 +73,11 @@ func (e *errorCounts) snapshot() map[string]uint64 {
 }
 
 func (b *binding) stats() stats {
-	return stats{Stats: b.ks.Stats(), Errors: b.st.errors.snapshot(), Pushed: b.st.pushed.Load()}
+	s := stats{Stats: b.ks.Stats(), Errors: b.st.errors.snapshot(), Pushed: b.st.pushed.Load()}
+	if t := b.st.uring.Load(); t != nil {
+		s.URingRequests = t.Requests()
+	}
+	return s
 }
 
 func (b *binding) statsJSON() []byte {

@@ -59,11 +59,17 @@ type Mount struct {
 	done chan error
 }
 
-// Start runs `bin mount [args...] store dir` and waits until the mount is
-// in the mount table (or the process dies).
+// TestMountArgsEnv names the environment variable whose words Start adds
+// to every mount's arguments, so that the whole test suite can run with a
+// lever on (make test-io-uring).
+const TestMountArgsEnv = "ZARRFS_TEST_MOUNT_ARGS"
+
+// Start runs `bin mount [args...] store dir` (with the words of
+// $ZARRFS_TEST_MOUNT_ARGS first) and waits until the mount is in the mount
+// table (or the process dies).
 func Start(bin, store, dir string, args ...string) (*Mount, error) {
 	m := &Mount{Dir: dir, done: make(chan error, 1)}
-	argv := append(append([]string{"mount"}, args...), store, dir)
+	argv := append(append(append([]string{"mount"}, strings.Fields(os.Getenv(TestMountArgsEnv))...), args...), store, dir)
 	m.cmd = exec.Command(bin, argv...)
 	m.cmd.Stdout = &lockedWriter{m: m}
 	m.cmd.Stderr = &lockedWriter{m: m}

@@ -34,6 +34,7 @@ type mountStats struct {
 	Cluster     map[string]any    `json:"cluster"`
 	Transcodes  uint64            `json:"transcodes"`
 	Pushed      uint64            `json:"pushed"`
+	URing       uint64            `json:"uring_requests"`
 }
 
 // readStats reads the stats file and checks that stat(2) gives its size.

@@ -18,6 +18,7 @@ import (
 	"github.com/zarrfs/zarrfs/cache/cluster"
 	"github.com/zarrfs/zarrfs/cache/diskcache"
 	"github.com/zarrfs/zarrfs/fs"
+	"github.com/zarrfs/zarrfs/fs/fuseuring"
 	"github.com/zarrfs/zarrfs/fs/keyspace"
 	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/writeback"
@@ -40,6 +41,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	revalidate := flags.Duration("revalidate", time.Second, "how long a cached shard index (and, on object stores, an array's listing) is trusted before the store is asked again")
 	transcodeTo := flags.String("v2-transcode", keyspace.TranscodeAuto, "how the v2 view encodes chunks it must transcode: "+keyspace.TranscodeBloscLZ4+" (compact), "+keyspace.TranscodeRaw+" (compressor null: cheapest to make and to read), or "+keyspace.TranscodeAuto+" (raw for arrays stored uncompressed, "+keyspace.TranscodeBloscLZ4+" for the others)")
 	readAhead := flags.Int("read-ahead", 4, "transcoded chunks to prepare ahead of a reader reading chunks in key order (0: none)")
+	transport := flags.String("fuse-transport", fs.TransportDevFuse, "how FUSE requests reach zarrfs: "+fs.TransportDevFuse+" (/dev/fuse) or "+fs.TransportIOURing+" (one queue per CPU; Linux 6.14+ with the fuse module's enable_uring on)")
 	statsInterval := flags.Duration("stats-interval", 0, "log the counters of MNT/.zarrfs/stats this often (e.g. 1m; 0: never)")
 	sf := addStoreFlags(flags)
 	cpuProfile := flags.String("cpuprofile", "", "") // for performance work: hidden
@@ -70,6 +72,15 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if *readAhead < 0 {
 		return fail(stderr, fmt.Errorf("--read-ahead must not be negative"))
+	}
+	switch *transport {
+	case fs.TransportDevFuse:
+	case fs.TransportIOURing:
+		if err := fuseuring.Available(); err != nil {
+			return fail(stderr, fmt.Errorf("--fuse-transport %s: %v", *transport, err))
+		}
+	default:
+		return fail(stderr, fmt.Errorf("--fuse-transport must be %s or %s, not %q", fs.TransportDevFuse, fs.TransportIOURing, *transport))
 	}
 	if *statsInterval < 0 {
 		return fail(stderr, fmt.Errorf("--stats-interval must not be negative"))
@@ -174,7 +185,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	server, err := fs.Mount(mnt, ks, fs.Options{
 		Views: views, ReadOnly: *readOnly, AllowOther: *allowOther,
 		FsName: "zarrfs:" + s.String(), Logger: logger, Debug: level <= slog.LevelDebug,
-		StatsInterval: *statsInterval,
+		StatsInterval: *statsInterval, Transport: *transport,
 	})
 	if err != nil {
 		if writer != nil {

@@ -1,0 +1,480 @@
+// Package fuseuring serves a go-fuse file system over FUSE-over-io_uring
+// (Linux 6.14+, the fuse module's enable_uring parameter), which go-fuse
+// does not speak (hanwen/go-fuse#560): one request queue per CPU, and a
+// request and its reply cost no read(2) and write(2) on /dev/fuse and no
+// wakeup of a thread on another CPU.
+//
+// The package only moves bytes. go-fuse's Server mounts and answers the
+// kernel's INIT, and keeps serving /dev/fuse, where the kernel still sends
+// forgets and interrupts and where notifications go. Every other request
+// arrives in an entry of a ring and is handed to go-fuse's ProtocolServer,
+// which parses it, calls the file system and writes the reply back into the
+// entry.
+//
+// Two rules come from how the kernel delivers requests and how Go runs:
+//   - A queue's goroutine keeps its OS thread from start to end. The kernel
+//     hands a request to an entry by task work on the thread that submitted
+//     the entry's command; were that thread lent to other goroutines, it
+//     could sit in a wait on this very mount (go-fuse's mount-time LOOKUP)
+//     and the request meant for it would never be delivered.
+//   - So requests of one file system arrive on different locked threads:
+//     the file system must not keep a coroutine (iter.Pull) across requests,
+//     since Go resumes one only on the thread that made it.
+//
+// A queue serves one request at a time, as libfuse's do: a slow request
+// holds up the others from its CPU.
+package fuseuring
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// The FUSE side of the ABI (include/uapi/linux/fuse.h).
+const (
+	cmdRegister       = 1 // FUSE_IO_URING_CMD_REGISTER
+	cmdCommitAndFetch = 2 // FUSE_IO_URING_CMD_COMMIT_AND_FETCH
+
+	// struct fuse_uring_req_header: the in or out header, the operation's
+	// own header, then struct fuse_uring_ent_in_out.
+	headerInOut     = 0
+	headerOpIn      = 128
+	headerOpInSize  = 128
+	headerCommitID  = 256 + 8
+	headerPayloadSz = 256 + 16
+	headerSize      = 288
+
+	inHeaderSize  = 40
+	outHeaderSize = 16
+	opWrite       = 16 // FUSE_WRITE: its payload is read in place
+	opInit        = 26
+
+	// queueDepth is the number of entries a queue keeps registered.
+	queueDepth = 8
+	// wakeTag marks the completion of the poll on the wake eventfd.
+	wakeTag = ^uint64(0)
+)
+
+// enableParam is the fuse module parameter that lets the kernel offer
+// io_uring to daemons.
+const enableParam = "/sys/module/fuse/parameters/enable_uring"
+
+// ErrUnavailable is returned when this kernel cannot serve FUSE over
+// io_uring.
+var ErrUnavailable = errors.New("FUSE over io_uring is not available")
+
+// Available reports why a mount cannot be served over io_uring here, or nil.
+// It checks before anything is mounted: a daemon that asks the kernel for
+// io_uring and then cannot register its queues leaves the mount hanging.
+func Available() error {
+	v, err := os.ReadFile(enableParam)
+	if err != nil {
+		return fmt.Errorf("%w: this kernel has no %s (Linux 6.14+ with CONFIG_FUSE_IO_URING)", ErrUnavailable, enableParam)
+	}
+	if strings.TrimSpace(string(v)) != "Y" {
+		return fmt.Errorf("%w: the fuse module does not offer it; as root: echo Y > %s", ErrUnavailable, enableParam)
+	}
+	r, err := newRing(1)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	r.close()
+	return nil
+}
+
+// Enable turns on the fuse module's enable_uring parameter (root only). It
+// changes nothing for daemons that do not ask for io_uring, so tests and
+// benchmarks leave it on: another process may be mounting over io_uring.
+func Enable() error {
+	if _, err := os.Stat(enableParam); err != nil {
+		return fmt.Errorf("%w: this kernel has no %s", ErrUnavailable, enableParam)
+	}
+	if err := os.WriteFile(enableParam, []byte("Y"), 0); err != nil {
+		return fmt.Errorf("enabling FUSE over io_uring: %w", err)
+	}
+	return nil
+}
+
+// Transport is the set of queues serving one mount.
+type Transport struct {
+	queues []*queue
+	// devFD is the mount's /dev/fuse, which every command names; wakeFD
+	// is polled by every ring so that stop can end them.
+	devFD, wakeFD int
+	done          sync.WaitGroup
+	requests      atomic.Uint64
+}
+
+// Requests returns how many requests the queues have served.
+func (t *Transport) Requests() uint64 { return t.requests.Load() }
+
+// Wait returns when every queue has ended, which they do when the mount is
+// gone.
+func (t *Transport) Wait() { t.done.Wait() }
+
+// mountMu makes the descriptor a mount adds to the process identifiable.
+var mountMu sync.Mutex
+
+// Mount mounts fs at dir, as fuse.NewServer followed by Serve and WaitMount
+// do, with every request the kernel sends over io_uring served by the
+// returned Transport. Unmount through the server; wait for both.
+func Mount(dir string, fs fuse.RawFileSystem, opts fuse.MountOptions) (*fuse.Server, *Transport, error) {
+	if err := Available(); err != nil {
+		return nil, nil, err
+	}
+	opts.ExtraCapabilities |= fuse.CAP_OVER_IO_URING
+	mountMu.Lock()
+	before := fuseFDs()
+	server, err := fuse.NewServer(fs, dir, &opts)
+	var devFD int
+	if err == nil {
+		devFD, err = newFuseFD(before)
+	}
+	mountMu.Unlock()
+	if err != nil {
+		if server != nil {
+			abort(server, dir)
+		}
+		return nil, nil, err
+	}
+	if server.KernelSettings().Flags64()&fuse.CAP_OVER_IO_URING == 0 {
+		unix.Close(devFD)
+		abort(server, dir)
+		return nil, nil, fmt.Errorf("%w: the kernel did not offer it at INIT", ErrUnavailable)
+	}
+	t, err := start(devFD, fs, &opts, server.KernelSettings())
+	if err != nil {
+		unix.Close(devFD)
+		abort(server, dir)
+		return nil, nil, err
+	}
+	go server.Serve()
+	if err := server.WaitMount(); err != nil {
+		server.Unmount()
+		return nil, nil, err
+	}
+	return server, t, nil
+}
+
+// abort ends a mount whose queues could not start: requests would wait for
+// them for ever.
+func abort(server *fuse.Server, dir string) {
+	syscall.Unmount(dir, unix.MNT_DETACH)
+	go server.Serve() // returns once the connection is gone
+}
+
+// fuseFDs returns the descriptors of the process open on /dev/fuse.
+func fuseFDs() map[int]bool {
+	fds := map[int]bool{}
+	entries, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range entries {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && target == "/dev/fuse" {
+			fds[fd] = true
+		}
+	}
+	return fds
+}
+
+// newFuseFD duplicates the one /dev/fuse descriptor that is not in before:
+// go-fuse keeps the descriptor of its mount to itself.
+func newFuseFD(before map[int]bool) (int, error) {
+	var found []int
+	for fd := range fuseFDs() {
+		if !before[fd] {
+			found = append(found, fd)
+		}
+	}
+	if len(found) != 1 {
+		return -1, fmt.Errorf("finding the mount's /dev/fuse descriptor: %d new ones", len(found))
+	}
+	return unix.FcntlInt(uintptr(found[0]), unix.F_DUPFD_CLOEXEC, 0)
+}
+
+// start sets up one queue per possible CPU (the kernel serves a mount over
+// io_uring only once every queue has registered) and returns when all have.
+func start(devFD int, fs fuse.RawFileSystem, opts *fuse.MountOptions, kernel *fuse.InitIn) (*Transport, error) {
+	cpus, err := possibleCPUs()
+	if err != nil {
+		return nil, err
+	}
+	ps := fuse.NewProtocolServer(fs, opts)
+	if err := initProtocolServer(ps, kernel); err != nil {
+		return nil, err
+	}
+	wakeFD, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("eventfd: %w", err)
+	}
+	t := &Transport{wakeFD: wakeFD, devFD: devFD}
+	payloadSize := max(opts.MaxWrite, 128<<10)
+	errs := make(chan error, cpus)
+	for qid := range cpus {
+		q := &queue{t: t, ps: ps, qid: qid, payloadSize: payloadSize}
+		t.queues = append(t.queues, q)
+		t.done.Add(1)
+		go q.run(errs)
+	}
+	var first error
+	for range cpus {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		t.stop()
+		unix.Close(wakeFD)
+		return nil, first
+	}
+	go func() {
+		t.done.Wait()
+		unix.Close(wakeFD)
+		unix.Close(devFD)
+	}()
+	return t, nil
+}
+
+// stop makes every queue end now.
+func (t *Transport) stop() {
+	var one [8]byte
+	binary.NativeEndian.PutUint64(one[:], 1)
+	unix.Write(t.wakeFD, one[:])
+	t.done.Wait()
+}
+
+// initProtocolServer hands ps the INIT the kernel sent, so that it parses
+// requests as negotiated.
+func initProtocolServer(ps *fuse.ProtocolServer, kernel *fuse.InitIn) error {
+	in := *kernel
+	in.Length = uint32(unsafe.Sizeof(in))
+	in.Opcode = opInit
+	in.Unique = 1
+	in.NodeId = 0
+	req := unsafe.Slice((*byte)(unsafe.Pointer(&in)), unsafe.Sizeof(in))
+	out := make([]byte, 4096)
+	if _, code := ps.HandleRequest([][]byte{req}, [][]byte{out}); !code.Ok() {
+		return fmt.Errorf("initializing the io_uring request parser: %v", code)
+	}
+	if errno := int32(binary.NativeEndian.Uint32(out[4:8])); errno != 0 {
+		return fmt.Errorf("initializing the io_uring request parser: %v", syscall.Errno(-errno))
+	}
+	return nil
+}
+
+// possibleCPUs returns the kernel's count of possible CPUs, the number of
+// queues it expects.
+func possibleCPUs() (int, error) {
+	b, err := os.ReadFile("/sys/devices/system/cpu/possible")
+	if err != nil {
+		return 0, err
+	}
+	s := strings.TrimSpace(string(b))
+	last := s[strings.LastIndexAny(s, ",-")+1:]
+	n, err := strconv.Atoi(last)
+	if err != nil {
+		return 0, fmt.Errorf("parsing /sys/devices/system/cpu/possible %q: %w", s, err)
+	}
+	return n + 1, nil
+}
+
+// queue is the ring of one CPU and its entries.
+type queue struct {
+	t           *Transport
+	ps          *fuse.ProtocolServer
+	qid         int
+	payloadSize int
+	ring        *ring
+	entries     []*entry
+	live        int    // entries the kernel has not ended
+	stopped     bool   // the transport was stopped
+	scratch     []byte // payloads copied aside before the reply overwrites them
+}
+
+// entry is one request buffer registered with the kernel: the header, the
+// iovecs that describe it to the kernel, and the payload, in memory of its
+// own that Go never moves.
+type entry struct {
+	mem     []byte
+	header  []byte
+	payload []byte
+	lastCmd uint32 // what to submit again when the kernel says EAGAIN
+}
+
+const entryPayloadOffset = 4096 // the header and the iovecs fit before it
+
+func (q *queue) run(started chan<- error) {
+	defer q.t.done.Done()
+	// See the package comment: this thread is the queue's for good, and a
+	// locked goroutine's thread ends with it.
+	runtime.LockOSThread()
+	var cpus unix.CPUSet
+	cpus.Set(q.qid)
+	unix.SchedSetaffinity(0, &cpus) // an offline CPU: run anywhere
+	err := q.setUp()
+	started <- err
+	if err != nil {
+		q.tearDown()
+		return
+	}
+	q.serve()
+	q.tearDown()
+}
+
+func (q *queue) setUp() error {
+	var err error
+	if q.ring, err = newRing(queueDepth + 1); err != nil {
+		return err
+	}
+	for range queueDepth {
+		mem, err := unix.Mmap(-1, 0, entryPayloadOffset+q.payloadSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+		if err != nil {
+			return fmt.Errorf("allocating io_uring entries: %w", err)
+		}
+		e := &entry{mem: mem, header: mem[:headerSize], payload: mem[entryPayloadOffset:]}
+		iov := unsafe.Slice((*unix.Iovec)(unsafe.Pointer(&mem[512])), 2)
+		iov[0].Base, iov[0].Len = &e.header[0], headerSize
+		iov[1].Base, iov[1].Len = &e.payload[0], uint64(len(e.payload))
+		q.entries = append(q.entries, e)
+	}
+	q.live = len(q.entries)
+	for i := range q.entries {
+		q.submit(i, cmdRegister)
+	}
+	s, _, _ := q.ring.next()
+	s.opcode, s.fd, s.opFlags, s.userData = opPollAdd, int32(q.t.wakeFD), unix.POLLIN, wakeTag
+	if err := q.ring.enter(false); err != nil {
+		return err
+	}
+	// A registration the kernel refuses completes at once, with the
+	// reason; an accepted one completes with the entry's first request.
+	var refused error
+	q.ring.reap(func(c cqe) {
+		if c.userData != wakeTag && c.res < 0 && !retry(c) {
+			refused = fmt.Errorf("registering FUSE io_uring queue %d: %w", q.qid, syscall.Errno(-c.res))
+			return
+		}
+		q.complete(c)
+	})
+	return refused
+}
+
+// retry reports whether c asks for its command again.
+func retry(c cqe) bool {
+	return c.res == -int32(syscall.EAGAIN) || c.res == -int32(syscall.EINTR)
+}
+
+// submit queues cmd for entry i.
+func (q *queue) submit(i int, cmd uint32) {
+	s, area, ok := q.ring.next()
+	if !ok {
+		panic("fuseuring: submission queue full") // one slot per entry, plus the wake poll
+	}
+	e := q.entries[i]
+	e.lastCmd = cmd
+	s.opcode, s.fd, s.off, s.userData = opURingCmd, int32(q.t.devFD), uint64(cmd), uint64(i)
+	if cmd == cmdRegister {
+		s.addr, s.len = uint64(uintptr(unsafe.Pointer(&e.mem[512]))), 2
+	} else {
+		copy(area[8:16], e.header[headerCommitID:headerCommitID+8])
+	}
+	binary.NativeEndian.PutUint16(area[16:18], uint16(q.qid))
+}
+
+// serve handles requests until the kernel ends every entry (the mount is
+// gone) or the transport is stopped.
+func (q *queue) serve() {
+	for q.live > 0 && !q.stopped {
+		if err := q.ring.enter(true); err != nil {
+			return
+		}
+		q.ring.reap(q.complete)
+	}
+}
+
+// complete acts on one completion: a request to serve, a command to
+// submit again, an entry the kernel has ended, or the wake poll.
+func (q *queue) complete(c cqe) {
+	switch {
+	case c.userData == wakeTag:
+		q.stopped = true
+	case retry(c):
+		i := int(c.userData)
+		q.submit(i, q.entries[i].lastCmd)
+	case c.res < 0:
+		q.live-- // ENOTCONN: the connection is gone
+	default:
+		q.handle(int(c.userData))
+		q.submit(int(c.userData), cmdCommitAndFetch)
+	}
+}
+
+// handle serves the request in entry i and leaves the reply in it.
+func (q *queue) handle(i int) {
+	e := q.entries[i]
+	h := e.header
+	q.t.requests.Add(1)
+	inLen := int(binary.NativeEndian.Uint32(h[headerInOut:]))
+	opcode := binary.NativeEndian.Uint32(h[headerInOut+4:])
+	unique := binary.NativeEndian.Uint64(h[headerInOut+8:])
+	payloadLen := int(binary.NativeEndian.Uint32(h[headerPayloadSz:]))
+	opLen := inLen - inHeaderSize - payloadLen
+	if opLen < 0 || opLen > headerOpInSize || payloadLen > len(e.payload) {
+		q.replyError(e, unique, syscall.EIO)
+		return
+	}
+	payload := e.payload[:payloadLen]
+	if opcode != opWrite {
+		// The reply is written over the payload, and some requests are
+		// read while the reply is made (xattr names).
+		if cap(q.scratch) < payloadLen {
+			q.scratch = make([]byte, payloadLen)
+		}
+		payload = q.scratch[:payloadLen]
+		copy(payload, e.payload)
+	}
+	in := [][]byte{h[headerInOut : headerInOut+inHeaderSize], h[headerOpIn : headerOpIn+opLen], payload}
+	out := [][]byte{h[headerInOut : headerInOut+outHeaderSize], e.payload}
+	n, code := q.ps.HandleRequest(in, out)
+	switch {
+	case !code.Ok():
+		q.replyError(e, unique, syscall.Errno(code))
+	case n < outHeaderSize:
+		// No reply (a FORGET or an INTERRUPT never comes this way), but
+		// the entry must be given back.
+		q.replyError(e, unique, syscall.ENOSYS)
+	default:
+		binary.NativeEndian.PutUint32(h[headerPayloadSz:], uint32(n-outHeaderSize))
+	}
+}
+
+func (q *queue) replyError(e *entry, unique uint64, errno syscall.Errno) {
+	h := e.header
+	binary.NativeEndian.PutUint32(h[headerInOut:], outHeaderSize)
+	binary.NativeEndian.PutUint32(h[headerInOut+4:], uint32(-int32(errno)))
+	binary.NativeEndian.PutUint64(h[headerInOut+8:], unique)
+	binary.NativeEndian.PutUint32(h[headerPayloadSz:], 0)
+}
+
+func (q *queue) tearDown() {
+	if q.ring != nil {
+		q.ring.close() // cancels what the kernel still holds
+	}
+	for _, e := range q.entries {
+		unix.Munmap(e.mem)
+	}
+}
