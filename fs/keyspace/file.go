@@ -125,13 +125,21 @@ func (f *Chunk) Attr(ctx context.Context) (Attr, error) {
 		return Attr{}, ErrNotFound
 	}
 	attr := Attr{Ino: inode(f.view, f.path), Size: loc.n - int64(f.arr.drop), Mtime: loc.mtime}
-	if f.arr.target != nil {
-		b, err := f.transcoded(ctx, loc)
-		if err != nil {
-			return Attr{}, err
-		}
-		attr.Size = int64(len(b))
+	if f.arr.target == nil {
+		return attr, nil
 	}
+	if size, fixed := f.arr.target.EncodedSize(); fixed {
+		// Uncompressed: the size needs no transcode. It runs when the
+		// chunk is read, and the chunks after it are prepared meanwhile.
+		attr.Size = int64(size)
+		f.fs.readAhead.after(f.arr, f.coords)
+		return attr, nil
+	}
+	b, err := f.transcoded(ctx, loc)
+	if err != nil {
+		return Attr{}, err
+	}
+	attr.Size = int64(len(b))
 	return attr, nil
 }
 

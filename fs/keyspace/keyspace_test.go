@@ -325,8 +325,22 @@ func TestTranscodeEncodings(t *testing.T) {
 	} {
 		f := openFS(t, dir, keyspace.Options{V2Transcode: encoding})
 		for name, compressor := range compressors {
-			if zarray := compact(t, readFile(t, lookupDir(t, f.Root(keyspace.V2), name), ".zarray")); !strings.Contains(zarray, compressor) {
+			d := lookupDir(t, f.Root(keyspace.V2), name)
+			if zarray := compact(t, readFile(t, d, ".zarray")); !strings.Contains(zarray, compressor) {
 				t.Errorf("%s: the .zarray of %s is %s, want %s", encoding, name, zarray, compressor)
+			}
+			// An uncompressed chunk's size needs no transcode: only its read does.
+			before := f.Stats().Transcodes
+			e, err := d.Lookup(ctx, "1.1.1") // 0.0.0 holds only the fill value
+			if err != nil {
+				t.Fatal(err)
+			}
+			looked := f.Stats().Transcodes - before
+			if b := readFile(t, d, "1.1.1"); int64(len(b)) != e.Attr.Size {
+				t.Errorf("%s: %s/1.1.1 has size %d and %d bytes", encoding, name, e.Attr.Size, len(b))
+			}
+			if compressor == none && looked != 0 {
+				t.Errorf("%s: looking up %s/1.1.1, uncompressed, transcoded it", encoding, name)
 			}
 		}
 		checkView(t, f, keyspace.V2, want)

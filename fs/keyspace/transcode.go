@@ -54,9 +54,14 @@ func (av *arrayView) transcode(ctx context.Context, coords []int, loc location) 
 		return nil, fmt.Errorf("transcode %s chunk %v: %w", av.path, coords, err)
 	}
 	f.counts.transcodes.Add(1)
-	// Encoders allocate for the worst case, often twice what the bytes
-	// need: keep (and count against the cache's bound) only the bytes.
-	return bytes.Clone(b), nil
+	if cap(b)-len(b) > len(b)/8 {
+		// Encoders allocate for the worst case, often twice what the
+		// bytes need: keep (and count against the cache's bound) only
+		// the bytes. Copying an exact one would cost as much as the
+		// transpose, in fresh memory.
+		b = bytes.Clone(b)
+	}
+	return b, nil
 }
 
 // readAhead transcodes, in the background, the chunks that follow the one
@@ -149,22 +154,26 @@ func (r *readAhead) after(av *arrayView, coords []int) {
 }
 
 // transcodeAhead keeps the depth chunks after a sequential reader's last
-// one transcoded: it transcodes the first of them not yet cached, looks
-// again where the reader is, and stops when all are done (or one fails,
-// which the reader will see and log). Working without pause while the
-// reader waits for its own round trips is what keeps it ahead: a
-// transcode started only when the reader reaches the chunk before would
-// be waited for whole at the next lookup.
+// one transcoded: it transcodes the first of them not yet cached, as many
+// at once as there are CPUs, looks again where the reader is, and stops
+// when all are done (or one fails, which the reader will see and log).
+// Working without pause while the reader waits for its own round trips is
+// what keeps it ahead: a transcode started only when the reader reaches
+// the chunk before would be waited for whole at the next lookup.
 func (r *readAhead) transcodeAhead(av *arrayView) {
 	ctx := context.Background()
+	type job struct {
+		coords []int
+		loc    location
+	}
+	parallel := runtime.GOMAXPROCS(0)
 	for {
 		av.seq.mu.Lock()
 		next := slices.Clone(av.seq.last)
 		av.seq.mu.Unlock()
-		var todo []int
-		var loc location
+		var jobs []job
 		for range r.depth {
-			if next = av.nextChunk(next); next == nil {
+			if next = av.nextChunk(next); next == nil || len(jobs) == parallel {
 				break
 			}
 			l, ok, err := av.locate(ctx, next, false)
@@ -172,17 +181,27 @@ func (r *readAhead) transcodeAhead(av *arrayView) {
 				return
 			}
 			if ok && !av.fs.cache.Contains(av.transcodeKey(next, l.gen)) {
-				todo, loc = next, l
-				break
+				jobs = append(jobs, job{slices.Clone(next), l})
 			}
 		}
-		if todo == nil {
+		if len(jobs) == 0 {
 			return
 		}
-		if _, err := av.transcoded(ctx, todo, loc); err != nil {
+		var failed atomic.Bool
+		var wg sync.WaitGroup
+		for _, j := range jobs {
+			wg.Go(func() {
+				if _, err := av.transcoded(ctx, j.coords, j.loc); err != nil {
+					failed.Store(true)
+					return
+				}
+				r.ahead.Add(1)
+			})
+		}
+		wg.Wait()
+		if failed.Load() {
 			return
 		}
-		r.ahead.Add(1)
 	}
 }
 
