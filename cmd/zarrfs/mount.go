@@ -160,15 +160,23 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return fail(stderr, fmt.Errorf("--cache-dir: %v", err))
 		}
 	}
-	ks := keyspace.New(h, keyspace.Options{V2Separator: *sep, V2Transcode: *transcodeTo, CacheBytes: cacheBytes, Logger: logger, Writer: writer, Unpublished: unpublished, ReadAhead: *readAhead, DiskCache: disk, Revalidate: *revalidate})
-	if *peers != "" || *peersFile != "" || *peerListen != "" {
+	clustered := *peers != "" || *peersFile != "" || *peerListen != ""
+	localCache := cacheBytes
+	if clustered {
+		// The node's share of the cluster's cache is part of --cache-size:
+		// with both at the full size, the heap outgrows the memory limit
+		// set above and the garbage collector runs without pause.
+		localCache = cacheBytes / 2
+	}
+	ks := keyspace.New(h, keyspace.Options{V2Separator: *sep, V2Transcode: *transcodeTo, CacheBytes: localCache, Logger: logger, Writer: writer, Unpublished: unpublished, ReadAhead: *readAhead, DiskCache: disk, Revalidate: *revalidate})
+	if clustered {
 		list := *peers
 		if *peersFile != "" {
 			if list, err = readPeers(*peersFile); err != nil {
 				return fail(stderr, err)
 			}
 		}
-		c, err := clusterOptions(list, *peerListen, *peerToken, cacheBytes)
+		c, err := clusterOptions(list, *peerListen, *peerToken, cacheBytes-localCache)
 		if err == nil {
 			err = ks.JoinCluster(c)
 		}

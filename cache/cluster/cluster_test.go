@@ -1,0 +1,130 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	pb "github.com/golang/groupcache/groupcachepb"
+)
+
+// TestPeerProtocol runs one node (groupcache allows one per process) whose
+// only peer is itself, so it loads every key, and talks to its peer port
+// as another node would: the token and the accepted keys are enforced, a
+// value travels as its bytes with its length, and a peer's getter reads
+// it back; a length over the bound is refused before anything is read.
+func TestPeerProtocol(t *testing.T) {
+	c, self := testNode(t)
+	run := runs.Add(1) // keys of this run, not cached by an earlier one (-count)
+	get := func(token, key string) (*http.Response, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, self+basePath+groupName+"/"+url.PathEscape(key), nil)
+		if token != "" {
+			req.Header.Set(TokenHeader, token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp, body
+	}
+	refusedBefore := c.Stats().Refused
+	for _, tc := range []struct {
+		token, key string
+		want       int
+	}{
+		{"", "mine/x", http.StatusUnauthorized},
+		{"wrong", "mine/x", http.StatusUnauthorized},
+		{"s3cret", "theirs/a", http.StatusForbidden},
+		{"s3cret", "mine/" + strings.Repeat("x", maxKey), http.StatusForbidden},
+		{"s3cret", strings.Repeat("x", 3*maxKey+1), http.StatusBadRequest},
+		{"s3cret", "mine/missing", http.StatusInternalServerError},
+	} {
+		if resp, _ := get(tc.token, tc.key); resp.StatusCode != tc.want {
+			t.Errorf("token %q, key %.20q: HTTP %d, want %d", tc.token, tc.key, resp.StatusCode, tc.want)
+		}
+	}
+	if s := c.Stats(); s.Refused != refusedBefore+5 {
+		t.Errorf("%d refused peer requests counted, want 5", s.Refused-refusedBefore)
+	}
+
+	key := "mine/" + strconv.Itoa(int(run))
+	resp, body := get("s3cret", key)
+	if resp.StatusCode != http.StatusOK || !bytes.Equal(body, value) || resp.ContentLength != int64(len(value)) {
+		t.Fatalf("a value: HTTP %d, %d bytes, length %d; want 200 and its %d bytes", resp.StatusCode, len(body), resp.ContentLength, len(value))
+	}
+	g := &peerGetter{p: &peers{token: "s3cret", transport: http.DefaultTransport}, base: self + basePath}
+	group := groupName
+	var out pb.GetResponse
+	if err := g.Get(context.Background(), &pb.GetRequest{Group: &group, Key: &key}, &out); err != nil || !bytes.Equal(out.Value, value) {
+		t.Fatalf("the peer getter read %d bytes, %v; want the value", len(out.Value), err)
+	}
+	if n, _ := loads.Load(key); n.(*atomic.Int32).Load() != 1 {
+		t.Errorf("%s loaded %d times, want once, then served from the cache", key, n.(*atomic.Int32).Load())
+	}
+
+	huge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(maxValue+1))
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer huge.Close()
+	g.base = huge.URL + basePath
+	if err := g.Get(context.Background(), &pb.GetRequest{Group: &group, Key: &key}, &out); err == nil {
+		t.Error("a value longer than the bound was accepted")
+	}
+}
+
+var (
+	value = bytes.Repeat([]byte("chunk bytes "), 100_000)
+	loads sync.Map // key -> *atomic.Int32
+	runs  atomic.Int32
+	node  struct {
+		once sync.Once
+		c    *Cluster
+		self string
+		err  error
+	}
+)
+
+// testNode starts the process's node once: its only peer is itself, so it
+// loads every key.
+func testNode(t *testing.T) (*Cluster, string) {
+	node.once.Do(func() {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			node.err = err
+			return
+		}
+		addr := l.Addr().String()
+		l.Close()
+		node.self = "http://" + addr
+		node.c, node.err = Start(Options{
+			Self: node.self, Listen: addr, Peers: []string{node.self}, Token: "s3cret", CacheBytes: 16 << 20,
+			Accept: func(key string) bool { return strings.HasPrefix(key, "mine/") },
+			Load: func(ctx context.Context, key string) ([]byte, error) {
+				n, _ := loads.LoadOrStore(key, new(atomic.Int32))
+				n.(*atomic.Int32).Add(1)
+				if key == "mine/missing" {
+					return nil, errors.New("no such value")
+				}
+				return value, nil
+			},
+		})
+	})
+	if node.err != nil {
+		t.Fatal(node.err)
+	}
+	return node.c, node.self
+}
