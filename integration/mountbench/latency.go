@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/zarrfs/zarrfs/fs/fuseuring"
 )
 
 // roundTrips is workload 0: the time of one FUSE request that no kernel
@@ -47,32 +49,51 @@ func (b *bench) roundTrips() error {
 			})
 		}
 	}
-	for _, pinned := range []bool{false, true} {
-		var s []sample
-		err := func() error {
-			if pinned {
-				restore, err := pinToOneCPU(b.zarrfs.Pid(), b.ms.bindfs[b.bindMnt].Process.Pid)
-				if err != nil {
-					return err
+	measure := func(transport string) error {
+		for _, pinned := range []bool{false, true} {
+			var s []sample
+			err := func() error {
+				if pinned {
+					restore, err := pinToOneCPU(b.zarrfs.Pid(), b.ms.bindfs[b.bindMnt].Process.Pid)
+					if err != nil {
+						return err
+					}
+					defer restore()
 				}
-				defer restore()
+				var err error
+				s, err = interleave(b.cfg.warmup, b.cfg.runs, request(zarrfsFile), request(bindFile))
+				return err
+			}()
+			if err != nil {
+				return err
 			}
-			var err error
-			s, err = interleave(b.cfg.warmup, b.cfg.runs, request(zarrfsFile), request(bindFile))
-			return err
-		}()
-		if err != nil {
-			return err
+			where := "any CPU"
+			if pinned {
+				where = "pinned to CPU 0"
+			}
+			perRequest := func(s sample) string { return fmt.Sprintf("%.0f µs", s.median().Seconds()/n*1e6) }
+			b.add(row{name: "getxattr round trip, " + transport + ", " + where,
+				zarrfs: perRequest(s[0]), ref: perRequest(s[1]), ratio: ratio(s[1], s[0]), spread: max(s[0].spread(), s[1].spread())})
 		}
-		where := "caller and file system on any CPU"
-		if pinned {
-			where = "caller and file system pinned to CPU 0"
-		}
-		perRequest := func(s sample) string { return fmt.Sprintf("%.0f µs", s.median().Seconds()/n*1e6) }
-		b.add(row{name: "getxattr round trip, " + where,
-			zarrfs: perRequest(s[0]), ref: perRequest(s[1]), ratio: ratio(s[1], s[0]), spread: max(s[0].spread(), s[1].spread())})
+		return nil
 	}
-	return nil
+	if err := measure("as mounted"); err != nil {
+		return err
+	}
+	// The io_uring transport, the lever that changes the round trip.
+	err := fuseuring.Enable()
+	if err == nil {
+		err = fuseuring.Available()
+	}
+	if err != nil {
+		b.add(row{name: "getxattr round trip over io_uring: " + err.Error()})
+		return nil
+	}
+	if err := b.remount("--fuse-transport", "io_uring"); err != nil {
+		return err
+	}
+	defer b.remountDefault()
+	return measure("over io_uring")
 }
 
 // pinToOneCPU runs the calling goroutine's thread and every thread of the

@@ -9,12 +9,16 @@
 // runs, interleaving zarrfs with its baseline to even out machine noise:
 //
 //  0. the time of one FUSE request through zarrfs and bindfs, free and
-//     pinned to one CPU (what every request of the other workloads costs);
+//     pinned to one CPU (what every request of the other workloads costs),
+//     as mounted and over io_uring (--fuse-transport io_uring);
 //  1. every chunk file read whole through v3/ and v2/ (pass-through and
 //     transcoded) vs the same chunks' files of a native v2 copy, with warm
 //     caches (read directly) and cold (caches dropped, zarrfs remounted;
 //     the copy read through bindfs, a FUSE pass-through); pread of the
 //     same ranges of the shard files as information;
+//     1b. the same, cold, through v2/ of a store drawn at random at every
+//     run (transposed and compressed inner chunks, so every chunk is
+//     transcoded) vs bindfs over a converted copy;
 //  2. zarr-python 2 reading whole arrays through v2/ vs a native v2 copy,
 //     warm and right after mounting;
 //  3. the same vs the native copy through bindfs;
@@ -43,9 +47,10 @@
 //	-warmup N       unmeasured warm-up rounds before warm measurements (default 1)
 //	-bin PATH       zarrfs binary (default: built from this repository)
 //	-dir DIR        work directory, kept and reused across runs (default: a temporary one, removed)
-//	-only LIST      comma-separated workloads: rtt,read,cold,python,meta,random,rss,write,remote (default: all)
-//	-mount-args S   extra `zarrfs mount` flags, space-separated (the read mount always has --ro)
+//	-only LIST      comma-separated workloads: rtt,read,cold,unseen,python,meta,random,rss,write,remote (default: all)
+//	-mount-args S   extra `zarrfs mount` flags, space-separated, for every mount of zarrfs (read mounts always have --ro)
 //	-python PATH    Python with zarr-python 2 (default /usr/bin/python3, Debian's python3-zarr)
+//	-seed N         seed of the never-seen store (workload unseen), to draw the same one again
 //
 // It needs root (FUSE mounts, dropping the page cache) and bindfs.
 package main
@@ -78,9 +83,10 @@ type config struct {
 	only      map[string]bool
 	mountArgs []string
 	python    string
+	seed      uint64 // of the never-seen store; 0: drawn from the time
 }
 
-var workloads = []string{"rtt", "read", "cold", "python", "meta", "random", "rss", "write", "remote"}
+var workloads = []string{"rtt", "read", "cold", "unseen", "python", "meta", "random", "rss", "write", "remote"}
 
 func main() {
 	cfg, err := parseFlags(os.Args[1:])
@@ -119,6 +125,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&only, "only", strings.Join(workloads, ","), "comma-separated workloads to run")
 	fs.StringVar(&mountArgs, "mount-args", "", "extra `zarrfs mount` flags, space-separated")
 	fs.StringVar(&cfg.python, "python", "/usr/bin/python3", "Python with zarr-python 2")
+	fs.Uint64Var(&cfg.seed, "seed", 0, "seed of the never-seen store of workload unseen, to draw one again (default: from the time)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -209,6 +216,7 @@ func run(cfg config, ms *mounts, out io.Writer) (err error) {
 		{"rtt", b.roundTrips},
 		{"read", func() error { return b.readAll(false) }},
 		{"cold", func() error { return b.readAll(true) }},
+		{"unseen", b.unseen},
 		{"python", b.zarrPythonReads},
 		{"meta", b.metadata},
 		{"random", b.randomReads},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -157,7 +158,7 @@ func (b *bench) remote() error {
 		if err := dropCaches(); err != nil {
 			return err
 		}
-		_, err := b.ms.startZarrfs(b.bin, "s3://bench/store", mnt, "--ro", "--s3-path-style")
+		_, err := b.ms.startZarrfs(b.bin, "s3://bench/store", mnt, append([]string{"--ro", "--s3-path-style"}, b.cfg.mountArgs...)...)
 		return err
 	}
 	defer b.ms.stopZarrfs(mnt)
@@ -257,13 +258,15 @@ func (b *bench) clusterReads(spec *arraySpec, origin *delayProxy, nbytes int64) 
 	}
 	var times [3]sample
 	var reqs [3]map[string]int
+	var nodeStats [3]string // each node's cluster counters after the last run
 	for range b.cfg.runs {
 		if err := dropCaches(); err != nil {
 			return err
 		}
 		for i, mnt := range mnts {
-			if _, err := b.ms.startZarrfs(b.bin, "s3://bench/store", mnt, "--ro", "--s3-path-style", "--revalidate", "1h",
-				"--peers", strings.Join(peers, ","), "--peer-listen", addrs[i]); err != nil {
+			args := append([]string{"--ro", "--s3-path-style", "--revalidate", "1h",
+				"--peers", strings.Join(peers, ","), "--peer-listen", addrs[i]}, b.cfg.mountArgs...)
+			if _, err := b.ms.startZarrfs(b.bin, "s3://bench/store", mnt, args...); err != nil {
 				return err
 			}
 		}
@@ -276,7 +279,8 @@ func (b *bench) clusterReads(spec *arraySpec, origin *delayProxy, nbytes int64) 
 			}
 			times[i], reqs[i] = append(times[i], t[path]...), origin.take()
 		}
-		for _, mnt := range mnts {
+		for i, mnt := range mnts {
+			nodeStats[i] = clusterCounters(mnt)
 			if err := b.ms.stopZarrfs(mnt); err != nil {
 				return err
 			}
@@ -289,6 +293,36 @@ func (b *bench) clusterReads(spec *arraySpec, origin *delayProxy, nbytes int64) 
 			ratio: ratio(times[0], times[i]), atLeast: 3, spread: max(times[0].spread(), times[i].spread()),
 		})
 	}
+	// The ceiling of any node: the same first read from a fresh mount of
+	// the array in a local directory, no network at all.
+	local, err := b.freshMountReads(filepath.Join(b.mnt, "v2", spec.name), true)
+	if err != nil {
+		return err
+	}
+	b.add(row{
+		name:   "cluster: ceiling: the same first read from a fresh mount of a local directory vs node 1's",
+		zarrfs: rate(nbytes, local.median()), ref: rate(nbytes, times[0].median()),
+		ratio: ratio(times[0], local), spread: max(times[0].spread(), local.spread()),
+	})
 	b.add(row{name: fmt.Sprintf("cluster: origin requests of nodes 1, 2, 3: %v, %v, %v", reqs[0], reqs[1], reqs[2]), check: "-"})
+	for i, s := range nodeStats {
+		b.add(row{name: fmt.Sprintf("cluster: node %d's counters at the end: %s", i+1, s), check: "-"})
+	}
 	return nil
+}
+
+// clusterCounters returns the cluster counters of the stats file of the
+// mount at mnt, as one line of JSON.
+func clusterCounters(mnt string) string {
+	b, err := os.ReadFile(filepath.Join(mnt, ".zarrfs", "stats"))
+	if err != nil {
+		return err.Error()
+	}
+	var s struct{ Cluster json.RawMessage }
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err.Error()
+	}
+	var out bytes.Buffer
+	json.Compact(&out, s.Cluster)
+	return out.String()
 }

@@ -66,10 +66,15 @@ func (c readCase) path(mnt string, ch chunk) string {
 // readChunkFiles reads the files of chunks through the mount, one after
 // the other, and returns the bytes read.
 func (b *bench) readChunkFiles(c readCase, chunks []chunk) (int64, error) {
+	return readMountFiles(b.mnt, c, chunks)
+}
+
+// readMountFiles reads the files of chunks through the mount at mnt.
+func readMountFiles(mnt string, c readCase, chunks []chunk) (int64, error) {
 	buf := make([]byte, 1<<20)
 	var total int64
 	for _, ch := range chunks {
-		n, err := readFile(c.path(b.mnt, ch), buf)
+		n, err := readFile(c.path(mnt, ch), buf)
 		if err != nil {
 			return 0, err
 		}
@@ -296,16 +301,9 @@ func (b *bench) zarrPythonReads() error {
 			ratio: ratio(times[native], times[bind]), spread: max(times[native].spread(), times[bind].spread()),
 		})
 		// Right after mounting: every lookup and read reaches zarrfs.
-		var fresh sample
-		for range b.cfg.runs {
-			if err := b.remount(); err != nil {
-				return err
-			}
-			times, _, err := b.python("zarr", 0, 1, mount)
-			if err != nil {
-				return err
-			}
-			fresh = append(fresh, times[mount]...)
+		fresh, err := b.freshMountReads(mount, false)
+		if err != nil {
+			return err
 		}
 		b.add(row{
 			name:   "fresh mount    " + name,
@@ -517,4 +515,27 @@ func (b *bench) peakMemory() error {
 		zarrfs: formatBytes(float64(peak)), ref: "bound " + formatBytes(float64(bound)), pass: &ok, check: "<= bound"})
 	// The next workloads mount with the default cache again.
 	return b.remount()
+}
+
+// freshMountReads times zarr-python reading the array at path (in b.mnt)
+// right after remounting, every lookup and read reaching zarrfs; with
+// cold, the page cache is dropped too.
+func (b *bench) freshMountReads(path string, cold bool) (sample, error) {
+	var fresh sample
+	for range b.cfg.runs {
+		if err := b.remount(); err != nil {
+			return nil, err
+		}
+		if cold {
+			if err := dropCaches(); err != nil {
+				return nil, err
+			}
+		}
+		times, _, err := b.python("zarr", 0, 1, path)
+		if err != nil {
+			return nil, err
+		}
+		fresh = append(fresh, times[path]...)
+	}
+	return fresh, nil
 }
