@@ -109,7 +109,6 @@ func Enable() error {
 
 // Transport is the set of queues serving one mount.
 type Transport struct {
-	queues []*queue
 	// devFD is the mount's /dev/fuse, which every command names; wakeFD
 	// is polled by every ring so that stop can end them.
 	devFD, wakeFD int
@@ -138,25 +137,23 @@ func Mount(dir string, fs fuse.RawFileSystem, opts fuse.MountOptions) (*fuse.Ser
 	mountMu.Lock()
 	before := fuseFDs()
 	server, err := fuse.NewServer(fs, dir, &opts)
-	var devFD int
-	if err == nil {
-		devFD, err = newFuseFD(before)
-	}
-	mountMu.Unlock()
 	if err != nil {
-		if server != nil {
-			abort(server, dir)
-		}
+		mountMu.Unlock()
 		return nil, nil, err
 	}
-	if server.KernelSettings().Flags64()&fuse.CAP_OVER_IO_URING == 0 {
+	devFD, err := newFuseFD(before)
+	mountMu.Unlock()
+	if err == nil && server.KernelSettings().Flags64()&fuse.CAP_OVER_IO_URING == 0 {
 		unix.Close(devFD)
-		abort(server, dir)
-		return nil, nil, fmt.Errorf("%w: the kernel did not offer it at INIT", ErrUnavailable)
+		err = fmt.Errorf("%w: the kernel did not offer it at INIT", ErrUnavailable)
 	}
-	t, err := start(devFD, fs, &opts, server.KernelSettings())
+	var t *Transport
+	if err == nil {
+		if t, err = start(devFD, fs, &opts, server.KernelSettings()); err != nil {
+			unix.Close(devFD)
+		}
+	}
 	if err != nil {
-		unix.Close(devFD)
 		abort(server, dir)
 		return nil, nil, err
 	}
@@ -226,7 +223,6 @@ func start(devFD int, fs fuse.RawFileSystem, opts *fuse.MountOptions, kernel *fu
 	errs := make(chan error, cpus)
 	for qid := range cpus {
 		q := &queue{t: t, ps: ps, qid: qid, payloadSize: payloadSize}
-		t.queues = append(t.queues, q)
 		t.done.Add(1)
 		go q.run(errs)
 	}
@@ -315,7 +311,12 @@ type entry struct {
 	lastCmd uint32 // what to submit again when the kernel says EAGAIN
 }
 
-const entryPayloadOffset = 4096 // the header and the iovecs fit before it
+// An entry's memory: the header at 0, the two iovecs that describe the
+// entry to the kernel at entryIovecOffset, the payload at entryPayloadOffset.
+const (
+	entryIovecOffset   = 512
+	entryPayloadOffset = 4096
+)
 
 func (q *queue) run(started chan<- error) {
 	defer q.t.done.Done()
@@ -346,7 +347,7 @@ func (q *queue) setUp() error {
 			return fmt.Errorf("allocating io_uring entries: %w", err)
 		}
 		e := &entry{mem: mem, header: mem[:headerSize], payload: mem[entryPayloadOffset:]}
-		iov := unsafe.Slice((*unix.Iovec)(unsafe.Pointer(&mem[512])), 2)
+		iov := unsafe.Slice((*unix.Iovec)(unsafe.Pointer(&mem[entryIovecOffset])), 2)
 		iov[0].Base, iov[0].Len = &e.header[0], headerSize
 		iov[1].Base, iov[1].Len = &e.payload[0], uint64(len(e.payload))
 		q.entries = append(q.entries, e)
@@ -388,7 +389,7 @@ func (q *queue) submit(i int, cmd uint32) {
 	e.lastCmd = cmd
 	s.opcode, s.fd, s.off, s.userData = opURingCmd, int32(q.t.devFD), uint64(cmd), uint64(i)
 	if cmd == cmdRegister {
-		s.addr, s.len = uint64(uintptr(unsafe.Pointer(&e.mem[512]))), 2
+		s.addr, s.len = uint64(uintptr(unsafe.Pointer(&e.mem[entryIovecOffset]))), 2
 	} else {
 		copy(area[8:16], e.header[headerCommitID:headerCommitID+8])
 	}
@@ -434,7 +435,7 @@ func (q *queue) handle(i int) {
 	payloadLen := int(binary.NativeEndian.Uint32(h[headerPayloadSz:]))
 	opLen := inLen - inHeaderSize - payloadLen
 	if opLen < 0 || opLen > headerOpInSize || payloadLen > len(e.payload) {
-		q.replyError(e, unique, syscall.EIO)
+		replyError(e, unique, syscall.EIO)
 		return
 	}
 	payload := e.payload[:payloadLen]
@@ -452,17 +453,18 @@ func (q *queue) handle(i int) {
 	n, code := q.ps.HandleRequest(in, out)
 	switch {
 	case !code.Ok():
-		q.replyError(e, unique, syscall.Errno(code))
+		replyError(e, unique, syscall.Errno(code))
 	case n < outHeaderSize:
 		// No reply (a FORGET or an INTERRUPT never comes this way), but
 		// the entry must be given back.
-		q.replyError(e, unique, syscall.ENOSYS)
+		replyError(e, unique, syscall.ENOSYS)
 	default:
 		binary.NativeEndian.PutUint32(h[headerPayloadSz:], uint32(n-outHeaderSize))
 	}
 }
 
-func (q *queue) replyError(e *entry, unique uint64, errno syscall.Errno) {
+// replyError leaves an error reply to the request unique in e.
+func replyError(e *entry, unique uint64, errno syscall.Errno) {
 	h := e.header
 	binary.NativeEndian.PutUint32(h[headerInOut:], outHeaderSize)
 	binary.NativeEndian.PutUint32(h[headerInOut+4:], uint32(-int32(errno)))

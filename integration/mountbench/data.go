@@ -89,10 +89,13 @@ func fillSynthetic(data []byte, size int, start, count []int) {
 		}
 		for x := start[last]; x < start[last]+count[last]; x++ {
 			v := uint16(1 + (smooth+x*weight(last))/4 + ((noise^x*key(last))>>3)&63)
-			if size == 2 {
-				binary.LittleEndian.PutUint16(data[i:], v)
-			} else {
+			switch size {
+			case 1:
 				data[i] = byte(v)
+			case 2:
+				binary.LittleEndian.PutUint16(data[i:], v)
+			default: // the 4-byte types of workload 1b
+				binary.LittleEndian.PutUint32(data[i:], uint32(v))
 			}
 			i += size
 		}

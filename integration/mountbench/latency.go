@@ -92,8 +92,11 @@ func (b *bench) roundTrips() error {
 	if err := b.remount("--fuse-transport", "io_uring"); err != nil {
 		return err
 	}
-	defer b.remountDefault()
-	return measure("over io_uring")
+	err = measure("over io_uring")
+	if remounted := b.remountDefault(); err == nil {
+		err = remounted
+	}
+	return err
 }
 
 // pinToOneCPU runs the calling goroutine's thread and every thread of the
