@@ -210,7 +210,7 @@ func (av *arrayView) locate(ctx context.Context, coords []int, fresh bool) (loc 
 				return loc, false, nil
 			}
 			loc = location{gen: store.Generation("pending:" + strconv.FormatUint(p.Seq, 10)), mtime: p.Time, n: int64(len(p.Data)), data: p.Data}
-			return loc, true, av.checkTrailer(loc)
+			return loc, true, av.checkTrailer(ctx, loc)
 		}
 	}
 	objCoords, local := av.a.InnerChunk(coords)
@@ -231,13 +231,15 @@ func (av *arrayView) locate(ctx context.Context, coords []int, fresh bool) (loc 
 			return loc, false, nil
 		}
 	}
-	return loc, true, av.checkTrailer(loc)
+	return loc, true, av.checkTrailer(ctx, loc)
 }
 
 // checkTrailer refuses chunks too short for the checksum the view drops.
-func (av *arrayView) checkTrailer(loc location) error {
+func (av *arrayView) checkTrailer(ctx context.Context, loc location) error {
 	if loc.n < int64(av.drop) {
-		return fmt.Errorf("%w: %s: a chunk of %d bytes cannot end with a %d-byte checksum", ErrCorrupt, loc.key, loc.n, av.drop)
+		err := fmt.Errorf("%w: %s: a chunk of %d bytes cannot end with a %d-byte checksum", ErrCorrupt, loc.key, loc.n, av.drop)
+		av.fs.logOnce(ctx, loc.key, "inner chunk shorter than its checksum: its files give EIO", "error", err)
+		return err
 	}
 	return nil
 }
