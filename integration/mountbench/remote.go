@@ -295,7 +295,7 @@ func (b *bench) clusterReads(spec *arraySpec, origin *delayProxy, nbytes int64) 
 	}
 	// The ceiling of any node: the same first read from a fresh mount of
 	// the array in a local directory, no network at all.
-	local, err := b.freshMountReads(filepath.Join(b.mnt, "v2", spec.name), true)
+	local, _, err := b.freshMountReads(filepath.Join(b.mnt, "v2", spec.name), "", true)
 	if err != nil {
 		return err
 	}
