@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
@@ -88,7 +89,12 @@ func Mount(dir string, ks *keyspace.FS, opts Options) (*Server, error) {
 	if !ks.Writable() {
 		opts.ReadOnly = true
 	}
-	b := &binding{ks: ks, opts: opts}
+	// Resolved before mounting: resolving it after would ask the mount.
+	mountDir, err := resolveDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	b := &binding{ks: ks, opts: opts, mountDir: mountDir}
 	ks.SetNotifier(b.notify)
 	mountOpts := fuse.MountOptions{
 		FsName:               opts.FsName,
@@ -96,7 +102,7 @@ func Mount(dir string, ks *keyspace.FS, opts Options) (*Server, error) {
 		AllowOther:           opts.AllowOther,
 		DirectMount:          os.Geteuid() == 0,
 		MaxWrite:             1 << 20,
-		MaxReadAhead:         1 << 20,
+		MaxReadAhead:         maxReadAhead,
 		MaxBackground:        64,
 		IgnoreSecurityLabels: true,
 		Debug:                opts.Debug,
@@ -124,7 +130,6 @@ func Mount(dir string, ks *keyspace.FS, opts Options) (*Server, error) {
 		RootStableAttr:  &gofs.StableAttr{Ino: 1},
 	}
 	server := &Server{}
-	var err error
 	switch opts.Transport {
 	case "", TransportDevFuse:
 		server.Server, err = gofs.Mount(dir, root, nodeOpts)
@@ -148,12 +153,31 @@ func Mount(dir string, ks *keyspace.FS, opts Options) (*Server, error) {
 	return server, nil
 }
 
+// maxReadAhead is the most the kernel reads of a file ahead of a reader,
+// in one request.
+const maxReadAhead = 1 << 20
+
 // binding is what every node of a mount shares.
 type binding struct {
 	ks        *keyspace.FS
 	opts      Options
 	rootInode *gofs.Inode
 	st        statsState
+	mountDir  string // resolved
+	readAhead sync.Once
+}
+
+// widenReadAhead widens the mount's read-ahead (see setReadAhead) at
+// the first lookup: by then the kernel has taken the INIT reply, which
+// would narrow it again, and no file has been opened yet (opening one
+// takes a lookup), so every file is read ahead in requests of up to
+// maxReadAhead.
+func (b *binding) widenReadAhead() {
+	b.readAhead.Do(func() {
+		if err := setReadAhead(b.mountDir, maxReadAhead); err != nil {
+			b.opts.Logger.Debug("read-ahead stays at the kernel's default of 128 KiB", "error", err)
+		}
+	})
 }
 
 // root returns the root node: one view's root, or a directory holding both.

@@ -30,16 +30,50 @@ func Connection(dir string) (string, error) {
 	return minor, nil
 }
 
+// setReadAhead lets the kernel read up to maxReadAhead bytes of a file
+// of the mount at dir (resolved, see resolveDir) ahead in one READ
+// request. A FUSE INIT reply can only lower a mount's read-ahead below the
+// kernel's default of 128 KiB, so that every chunk file larger than that
+// took several requests to read. The setting belongs to the mount's own
+// backing device info (named by its device number) and goes away with it.
+// Only root may change it. It reads no file of the mount, so a request
+// handler may call it.
+func setReadAhead(dir string, maxReadAhead int) error {
+	fields, err := mountEntryAt(dir)
+	if err != nil {
+		return err
+	}
+	if fields == nil {
+		return fmt.Errorf("%s is not a mount point", dir)
+	}
+	return os.WriteFile(filepath.Join("/sys/class/bdi", fields[2], "read_ahead_kb"), []byte(strconv.Itoa(maxReadAhead>>10)), 0)
+}
+
 // mountEntry returns the fields of the last /proc/self/mountinfo line of
 // the mount at dir (the one on top), nil when nothing is mounted there.
 func mountEntry(dir string) ([]string, error) {
-	abs, err := filepath.Abs(dir)
+	abs, err := resolveDir(dir)
 	if err != nil {
 		return nil, err
+	}
+	return mountEntryAt(abs)
+}
+
+// resolveDir returns dir as /proc/self/mountinfo names it: absolute, with
+// symbolic links resolved.
+func resolveDir(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
 	}
 	if real, err := filepath.EvalSymlinks(abs); err == nil {
 		abs = real
 	}
+	return abs, nil
+}
+
+// mountEntryAt is mountEntry of a resolved directory.
+func mountEntryAt(abs string) ([]string, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err

@@ -37,6 +37,7 @@ func (r *rootNode) OnAdd(ctx context.Context) {
 }
 
 func (r *rootNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	r.b.widenReadAhead()
 	if name == statsDirName {
 		return r.b.lookupStatsDir(ctx, &r.Inode, out), 0
 	}
@@ -67,6 +68,7 @@ func (n *dirNode) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.Attr
 }
 
 func (n *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	n.b.widenReadAhead()
 	if name == statsDirName && n.IsRoot() { // a view at the mount root
 		return n.b.lookupStatsDir(ctx, &n.Inode, out), 0
 	}

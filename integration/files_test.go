@@ -2,8 +2,10 @@ package integration_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,7 +14,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/dtype"
 	"github.com/zarrfs/zarrfs/zarr/meta"
 	"github.com/zarrfs/zarrfs/zarr/zarrtest"
 )
@@ -208,4 +212,43 @@ func expectedFiles(h *storedHierarchy, v2sep string) []string {
 	}
 	slices.Sort(files)
 	return files
+}
+
+// TestChunkFileReadAhead reads a 512 KiB chunk file cold: the kernel must
+// ask zarrfs for it in one READ. It does so only because zarrfs widens the
+// mount's read-ahead past the kernel's default of 128 KiB, which a FUSE
+// INIT reply can only lower: with the default it takes one per 128 KiB.
+func TestChunkFileReadAhead(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := zarrtest.OpenStore(t, dir)
+	a, err := zarr.CreateArrayV3(ctx, s, "a", &meta.ArrayV3{Shape: []int{512, 512}, DataType: dtype.TypeUint16, ChunkShape: []int{512, 512}, FillValue: make([]byte, 2),
+		KeyEncoding: meta.KeyEncoding{Name: meta.KeyEncodingDefault, Separator: "/"},
+		Codecs:      []meta.Codec{zarrtest.Sharding([]int{512, 512}, []meta.Codec{zarrtest.BytesLE}, []meta.Codec{zarrtest.BytesLE, zarrtest.CRC32C}, "end")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := codec.NewChunk(codec.Spec{Shape: a.Shape, Type: a.Type, Fill: a.Fill()})
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := range c.Data {
+		c.Data[i] = byte(rng.Uint32())
+	}
+	if err := a.WriteChunk(ctx, []int{0, 0}, c); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	m := mount(t, dir, "--ro", "--log-level", "debug")
+	got, err := os.ReadFile(filepath.Join(m.Dir, "v3", "a", "c", "0", "0"))
+	if err != nil || !bytes.Equal(got, c.Data) {
+		t.Fatalf("reading the chunk file: %v (%d bytes, equal to the data written: %v)", err, len(got), bytes.Equal(got, c.Data))
+	}
+	var reads []string
+	for line := range strings.Lines(m.Log()) {
+		if strings.Contains(line, ": READ n") {
+			reads = append(reads, strings.TrimSpace(line))
+		}
+	}
+	if len(reads) != 1 || !strings.Contains(reads[0], "[0 +524288)") {
+		t.Errorf("the kernel read the 512 KiB chunk file in %d READ requests, want one of all of it:\n%s", len(reads), strings.Join(reads, "\n"))
+	}
 }
