@@ -228,23 +228,34 @@ type chunk struct {
 	v3, v2 string // paths relative to the view roots
 }
 
+// openShardedArray opens the sharded array name of the store in storeDir,
+// read-only; the caller closes the store.
+func openShardedArray(ctx context.Context, storeDir, name string) (*zarr.Array, *store.Dir, error) {
+	s, err := store.OpenDir(storeDir, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	h, err := zarr.Open(ctx, s)
+	if err != nil {
+		s.Close()
+		return nil, nil, err
+	}
+	node, ok := h.Node(name)
+	if !ok || node.Array == nil || node.Array.Sharding() == nil {
+		s.Close()
+		return nil, nil, fmt.Errorf("%s is not a sharded array of the store", name)
+	}
+	return node.Array, s, nil
+}
+
 // listChunks returns every stored inner chunk of an array in C order of
 // the inner chunk grid, which is the order of its keys in both views.
 func listChunks(ctx context.Context, storeDir, name string) ([]chunk, error) {
-	s, err := store.OpenDir(storeDir, true)
+	a, s, err := openShardedArray(ctx, storeDir, name)
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
-	h, err := zarr.Open(ctx, s)
-	if err != nil {
-		return nil, err
-	}
-	node, ok := h.Node(name)
-	if !ok || node.Array == nil || node.Array.Sharding() == nil {
-		return nil, fmt.Errorf("%s is not a sharded array of the store", name)
-	}
-	a := node.Array
 	sh := a.Sharding()
 	per := sh.Grid()
 	innerGrid := nd.Grid(a.Shape, sh.ChunkShape())

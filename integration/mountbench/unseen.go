@@ -18,11 +18,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zarrfs/zarrfs/integration"
-	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/dtype"
 	"github.com/zarrfs/zarrfs/zarr/meta"
 	"github.com/zarrfs/zarrfs/zarr/nd"
-	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
 // unseen is workload 1b: the cold read, through v2/, of a store drawn at
@@ -150,20 +148,12 @@ func (b *bench) unseen() error {
 // bytes read into memory first, with as many goroutines as CPUs: what
 // serving them decoded costs at the least, before any FUSE request.
 func decodeFloor(ctx context.Context, storeDir, name string, chunks []chunk, runs int) (sample, error) {
-	s, err := store.OpenDir(storeDir, true)
+	a, s, err := openShardedArray(ctx, storeDir, name)
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
-	h, err := zarr.Open(ctx, s)
-	if err != nil {
-		return nil, err
-	}
-	node, ok := h.Node(name)
-	if !ok || node.Array == nil || node.Array.Sharding() == nil {
-		return nil, fmt.Errorf("%s is not a sharded array of the store", name)
-	}
-	inner := node.Array.Sharding().Inner()
+	inner := a.Sharding().Inner()
 	stored := make([][]byte, len(chunks))
 	for i, ch := range chunks {
 		stored[i] = make([]byte, ch.n)
