@@ -167,11 +167,11 @@ type binding struct {
 	readAhead sync.Once
 }
 
-// widenReadAhead widens the mount's read-ahead (see setReadAhead) at
-// the first lookup: by then the kernel has taken the INIT reply, which
-// would narrow it again, and no file has been opened yet (opening one
-// takes a lookup), so every file is read ahead in requests of up to
-// maxReadAhead.
+// widenReadAhead widens the mount's read-ahead (see setReadAhead) at the
+// first lookup in a view's directory: by then the kernel has taken the
+// INIT reply, which would narrow it again, and no chunk file or metadata
+// document has been opened yet (opening one takes that lookup), so every
+// one is read ahead in requests of up to maxReadAhead.
 func (b *binding) widenReadAhead() {
 	b.readAhead.Do(func() {
 		if err := setReadAhead(b.mountDir, maxReadAhead); err != nil {

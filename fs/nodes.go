@@ -37,7 +37,6 @@ func (r *rootNode) OnAdd(ctx context.Context) {
 }
 
 func (r *rootNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	r.b.widenReadAhead()
 	if name == statsDirName {
 		return r.b.lookupStatsDir(ctx, &r.Inode, out), 0
 	}

@@ -104,12 +104,19 @@ func (b *bench) unseen() error {
 			if err := dropCaches(); err != nil {
 				return err
 			}
-			cpu := cpuTimes(mounted.Pid())
+			before, err := cpuTimes(mounted.Pid())
+			if err != nil {
+				return err
+			}
 			if d, err = timed(func() (err error) { served, err = readMountFiles(mnt, c, chunks); return err }); err != nil {
 				return err
 			}
+			after, err := cpuTimes(mounted.Pid())
+			if err != nil {
+				return err
+			}
 			times = append(times, d)
-			busy = append(busy, (cpuTimes(mounted.Pid())-cpu)/time.Duration(runtime.NumCPU()))
+			busy = append(busy, (after-before)/time.Duration(runtime.NumCPU()))
 		}
 		r := row{
 			name:   fmt.Sprintf("cold %s%s, every chunk file in key order", c, encoding.name),
@@ -155,11 +162,13 @@ func decodeFloor(ctx context.Context, storeDir, name string, chunks []chunk, run
 	defer s.Close()
 	inner := a.Sharding().Inner()
 	stored := make([][]byte, len(chunks))
+	p := newPreader()
+	defer p.close()
 	for i, ch := range chunks {
-		stored[i] = make([]byte, ch.n)
-		if err := readAt(ch.shard, stored[i], ch.off); err != nil {
+		if err := p.read(ch); err != nil {
 			return nil, err
 		}
+		stored[i] = bytes.Clone(p.buf[:ch.n])
 	}
 	var times sample
 	for range runs {
@@ -240,33 +249,30 @@ func describeCodecs(codecs []meta.Codec) string {
 	return strings.Join(parts, " + ")
 }
 
-// readAt reads len(p) bytes of the file at path from offset off.
-func readAt(path string, p []byte, off int64) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	_, err = f.ReadAt(p, off)
-	return err
-}
-
 // cpuTimes is the CPU time (user and system) used so far by the process
 // pid and by this one, which reads the mount.
-func cpuTimes(pid int) time.Duration {
+func cpuTimes(pid int) (time.Duration, error) {
 	var ru unix.Rusage
-	unix.Getrusage(unix.RUSAGE_SELF, &ru)
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0, err
+	}
 	total := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return total
+		return 0, err
 	}
 	// Fields 14 and 15 (utime, stime, in clock ticks of 10 ms) follow the
 	// command name, which ends with the last ')'.
 	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the command name", pid, len(f))
+	}
 	for _, s := range f[11:13] {
-		ticks, _ := strconv.ParseInt(s, 10, 64)
+		ticks, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %v", pid, err)
+		}
 		total += time.Duration(ticks) * 10 * time.Millisecond
 	}
-	return total
+	return total, nil
 }
