@@ -313,6 +313,9 @@ func (n *fileNode) pushNow() syscall.Errno {
 	switch errno {
 	case 0:
 		n.b.st.pushed.Add(1)
+		if c, ok := n.file().(*keyspace.Chunk); ok {
+			c.Delivered(context.Background(), 0, len(*buf))
+		}
 	case syscall.ENOENT: // not yet known: try again later
 		n.push.CompareAndSwap(nil, buf)
 	}
@@ -387,6 +390,9 @@ func (n *fileNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, of
 	got, err := f.ReadAt(ctx, dest, off)
 	if err != nil && err != io.EOF && got == 0 {
 		return nil, n.b.errno(ctx, "read", f.Path(), err)
+	}
+	if c, ok := f.(*keyspace.Chunk); ok {
+		c.Delivered(ctx, off, got) // the kernel keeps what it reads (see Open)
 	}
 	return fuse.ReadResultData(dest[:got]), 0
 }

@@ -288,16 +288,25 @@ func (av *arrayView) readStored(ctx context.Context, loc location) ([]byte, erro
 	if err := av.fitsInMemory(ctx, loc); err != nil {
 		return nil, err
 	}
-	b := make([]byte, loc.n)
+	return av.readShardFile(ctx, loc, make([]byte, loc.n))
+}
+
+// readShardFile reads the stored bytes at loc of a local shard file into
+// b, of loc.n bytes.
+func (av *arrayView) readShardFile(ctx context.Context, loc location, b []byte) ([]byte, error) {
 	file, release, err := av.fs.files.acquire(ctx, loc.key, loc.gen)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	if _, err := file.ReadAt(b, loc.off); err != nil && !(err == io.EOF) {
-		return nil, fmt.Errorf("%s: %w", loc.key, err)
+	n, err := file.ReadAt(b, loc.off)
+	if n == len(b) {
+		return b, nil
 	}
-	return b, nil
+	if err == io.EOF {
+		return nil, fmt.Errorf("%w: %s: the inner chunk at offset %d ends past the end of the shard", ErrCorrupt, loc.key, loc.off)
+	}
+	return nil, fmt.Errorf("%s: %w", loc.key, err)
 }
 
 // fitsInMemory refuses to read a stored chunk whole when it is larger than
@@ -357,6 +366,26 @@ func (f *Chunk) transcoded(ctx context.Context, loc location) ([]byte, error) {
 		f.fs.readAhead.after(f.arr, f.coords)
 	}
 	return b, err
+}
+
+// Delivered tells the key space that n bytes of the chunk's content from
+// off now sit with a reader that keeps them: the kernel's page cache of a
+// read-only mount, which keeps a file's pages across opens. A transcoded
+// chunk of a fixed size then leaves the cache once delivered whole (its
+// size needs no transcode): the cache's memory is better spent on what
+// the kernel does not hold, and keeping both copies made every cold read
+// of transcoded chunks fault in fresh memory for all of them. Read again
+// after the kernel dropped it, the chunk is transcoded again.
+func (f *Chunk) Delivered(ctx context.Context, off int64, n int) {
+	if f.arr.target == nil || off != 0 {
+		return
+	}
+	if size, fixed := f.arr.target.EncodedSize(); !fixed || n != size {
+		return
+	}
+	if loc, ok, err := f.arr.locate(ctx, f.coords, false); err == nil && ok {
+		f.fs.cache.Remove(f.arr.transcodeKey(f.coords, loc.gen))
+	}
 }
 
 // Xattr is an extended attribute.

@@ -281,6 +281,54 @@ func TestCorruptShardIsIsolated(t *testing.T) {
 	}
 }
 
+// TestTruncatedShardTranscode: a chunk to transcode that its shard's
+// index places past the end of the file is corrupt data, named by the
+// shard's key, not bytes made up to fill it.
+func TestTruncatedShardTranscode(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := zarrtest.OpenStore(t, dir)
+	if err := zarr.CreateGroup(ctx, s, "", 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	a, err := zarr.CreateArrayV3(ctx, s, "a", &meta.ArrayV3{Shape: []int{4, 6, 8}, DataType: dtype.TypeUint16, ChunkShape: []int{4, 6, 8}, FillValue: []byte{0, 0},
+		KeyEncoding: meta.KeyEncoding{Name: meta.KeyEncodingDefault, Separator: "/"},
+		Codecs:      []meta.Codec{zarrtest.Sharding([]int{2, 3, 4}, []meta.Codec{zarrtest.C("transpose", `{"order":[0,2,1]}`), zarrtest.BytesLE}, []meta.Codec{zarrtest.BytesLE}, "start")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Write(ctx, zarrtest.Pattern(a, 2)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	f := openFS(t, dir, keyspace.Options{V2Transcode: keyspace.TranscodeRaw})
+	d := lookupDir(t, f.Root(keyspace.V2), "a")
+	first, err := d.Lookup(ctx, "0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.File.Open(ctx); err != nil { // the index is read, the shard open
+		t.Fatal(err)
+	}
+	shard := filepath.Join(dir, "a", "c", "0", "0", "0")
+	info, err := os.Stat(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(shard, info.Size()-10); err != nil {
+		t.Fatal(err)
+	}
+	// As the mount reads: with the cached index, within its revalidation
+	// interval.
+	last, err := d.Lookup(ctx, "1.1.1")
+	if err == nil {
+		_, err = last.File.(*keyspace.Chunk).ReadAt(ctx, make([]byte, last.Attr.Size), 0)
+	}
+	if !errors.Is(err, keyspace.ErrCorrupt) || !strings.Contains(err.Error(), "a/c/0/0/0") {
+		t.Errorf("the chunk cut short: %v, want ErrCorrupt naming the shard", err)
+	}
+}
+
 func lookupDir(t *testing.T, d *keyspace.Dir, name string) *keyspace.Dir {
 	t.Helper()
 	e, err := d.Lookup(context.Background(), name)
@@ -344,6 +392,62 @@ func TestTranscodeEncodings(t *testing.T) {
 			}
 		}
 		checkView(t, f, keyspace.V2, want)
+	}
+}
+
+// TestDeliveredLeavesCache: a transcoded chunk of a fixed size (raw)
+// leaves the cache once delivered whole, so reading it again transcodes it
+// again; one delivered in part, or of a size only its transcode tells
+// (blosc lz4), stays.
+func TestDeliveredLeavesCache(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := zarrtest.OpenStore(t, dir)
+	if err := zarr.CreateGroup(ctx, s, "", 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	a, err := zarr.CreateArrayV3(ctx, s, "a", &meta.ArrayV3{Shape: []int{4, 6, 8}, DataType: dtype.TypeUint16, ChunkShape: []int{4, 6, 8}, FillValue: []byte{0, 0},
+		KeyEncoding: meta.KeyEncoding{Name: meta.KeyEncodingDefault, Separator: "/"},
+		Codecs:      []meta.Codec{zarrtest.Sharding([]int{2, 3, 4}, []meta.Codec{zarrtest.C("transpose", `{"order":[0,2,1]}`), zarrtest.BytesLE}, []meta.Codec{zarrtest.BytesLE}, "end")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Write(ctx, zarrtest.Pattern(a, 2)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	for _, c := range []struct {
+		encoding string
+		off      int64
+		part     bool
+		leaves   bool
+	}{
+		{keyspace.TranscodeRaw, 0, false, true},
+		{keyspace.TranscodeRaw, 0, true, false},
+		{keyspace.TranscodeRaw, 2, false, false},
+		{keyspace.TranscodeBloscLZ4, 0, false, false},
+	} {
+		f := openFS(t, dir, keyspace.Options{V2Transcode: c.encoding})
+		d := lookupDir(t, f.Root(keyspace.V2), "a")
+		e, err := d.Lookup(ctx, "1.1.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		chunk := e.File.(*keyspace.Chunk)
+		first := readFile(t, d, "1.1.1")
+		transcodes := f.Stats().Transcodes
+		n := len(first) - int(c.off)
+		if c.part {
+			n--
+		}
+		chunk.Delivered(ctx, c.off, n)
+		again := readFile(t, d, "1.1.1")
+		if !bytes.Equal(again, first) {
+			t.Fatalf("%s: the chunk reads differently after its delivery", c.encoding)
+		}
+		if left := f.Stats().Transcodes > transcodes; left != c.leaves {
+			t.Errorf("%s: %d bytes from %d of %d delivered: transcoded again %v, want %v", c.encoding, n, c.off, len(first), left, c.leaves)
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/zarrfs/zarrfs/zarr/nd"
 )
@@ -37,12 +38,13 @@ func (av *arrayView) transcoded(ctx context.Context, coords []int, loc location)
 // transcode re-encodes the chunk at coords, stored at loc, here.
 func (av *arrayView) transcode(ctx context.Context, coords []int, loc location) ([]byte, error) {
 	f := av.fs
-	stored, err := av.readStored(ctx, loc)
+	stored, done, err := av.readStoredScratch(ctx, loc)
 	if err != nil {
 		return nil, err
 	}
 	chunk, err := av.source.Decode(stored)
 	if err != nil {
+		done()
 		f.logOnce(ctx, loc.key, "inner chunk does not decode: its files give EIO", "array", av.path, "chunk", coords, "error", err)
 		return nil, fmt.Errorf("%w: %s: inner chunk %v: %v", ErrCorrupt, loc.key, coords, err)
 	}
@@ -51,6 +53,7 @@ func (av *arrayView) transcode(ctx context.Context, coords []int, loc location) 
 	chunk.Type = av.target.Spec().Type
 	b, err := av.target.Encode(chunk)
 	if err != nil {
+		done()
 		return nil, fmt.Errorf("transcode %s chunk %v: %w", av.path, coords, err)
 	}
 	f.counts.transcodes.Add(1)
@@ -61,7 +64,46 @@ func (av *arrayView) transcode(ctx context.Context, coords []int, loc location) 
 		// transpose, in fresh memory.
 		b = bytes.Clone(b)
 	}
+	// Decoders may hand back the bytes they were given (an identity
+	// transpose does) and encoders the chunk's: what is kept may be the
+	// stored bytes themselves, whose buffer then is not reused.
+	if !overlap(b, stored) {
+		done()
+	}
 	return b, nil
+}
+
+// scratchBuffers hold the stored bytes of local chunks read only to be
+// decoded (see readStoredScratch): reused, they cost neither fresh memory
+// nor zeroing nor a collection, where a new buffer per chunk was half of
+// what a cold read of transcoded chunks allocated.
+var scratchBuffers sync.Pool // of *[]byte
+
+// readStoredScratch reads a chunk's stored bytes for a decode that keeps
+// none of them: from a local shard file into a pooled buffer, which done
+// gives back, so the caller calls it only once nothing it keeps shares the
+// bytes. Stored bytes held elsewhere (pending updates, ranges cached from
+// stores read by ranges) are read as readStored does, and done does
+// nothing.
+func (av *arrayView) readStoredScratch(ctx context.Context, loc location) (b []byte, done func(), err error) {
+	if loc.data != nil || av.fs.files == nil {
+		b, err := av.readStored(ctx, loc)
+		return b, func() {}, err
+	}
+	if err := av.fitsInMemory(ctx, loc); err != nil {
+		return nil, func() {}, err
+	}
+	buf, _ := scratchBuffers.Get().(*[]byte)
+	if buf == nil || int64(cap(*buf)) < loc.n {
+		buf = &[]byte{}
+		*buf = make([]byte, loc.n)
+	}
+	done = func() { scratchBuffers.Put(buf) }
+	if b, err = av.readShardFile(ctx, loc, (*buf)[:loc.n]); err != nil {
+		done()
+		return nil, func() {}, err
+	}
+	return b, done, nil
 }
 
 // readAhead transcodes, in the background, the chunks that follow the one
@@ -314,4 +356,13 @@ func (av *arrayView) nextChunk(coords []int) []int {
 		return nil
 	}
 	return next
+}
+
+// overlap reports whether a and b share memory.
+func overlap(a, b []byte) bool {
+	if cap(a) == 0 || cap(b) == 0 {
+		return false
+	}
+	a0, b0 := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return a0 < b0+uintptr(cap(b)) && b0 < a0+uintptr(cap(a))
 }
