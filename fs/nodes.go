@@ -387,14 +387,23 @@ func (n *fileNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, of
 		return r.Read(ctx, dest, off)
 	}
 	f := n.file()
-	got, err := f.ReadAt(ctx, dest, off)
-	if err != nil && err != io.EOF && got == 0 {
+	c, chunk := f.(*keyspace.Chunk)
+	var b []byte
+	var err error
+	if chunk {
+		b, err = c.ReadShared(ctx, dest, off)
+	} else {
+		var got int
+		got, err = f.ReadAt(ctx, dest, off)
+		b = dest[:got]
+	}
+	if err != nil && err != io.EOF && len(b) == 0 {
 		return nil, n.b.errno(ctx, "read", f.Path(), err)
 	}
-	if c, ok := f.(*keyspace.Chunk); ok {
-		c.Delivered(ctx, off, got) // the kernel keeps what it reads (see Open)
+	if chunk {
+		c.Delivered(ctx, off, len(b)) // the kernel keeps what it reads (see Open)
 	}
-	return fuse.ReadResultData(dest[:got]), 0
+	return fuse.ReadResultData(b), 0
 }
 
 // Flush answers ENOSYS on read-only mounts, so that the kernel stops

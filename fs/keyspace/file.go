@@ -162,8 +162,18 @@ func (h *Handle) Size() int64 { return h.size }
 
 // ReadAt reads the file's content.
 func (h *Handle) ReadAt(p []byte, off int64) (int, error) {
+	b, err := h.read(p, off)
+	if h.file == nil {
+		copy(p, b)
+	}
+	return len(b), err
+}
+
+// read returns the content from off, up to len(p) bytes: the content
+// itself when it is in memory, read into p otherwise.
+func (h *Handle) read(p []byte, off int64) ([]byte, error) {
 	if off >= h.size {
-		return 0, io.EOF
+		return nil, io.EOF
 	}
 	if rest := h.size - off; int64(len(p)) > rest {
 		p = p[:rest]
@@ -171,14 +181,14 @@ func (h *Handle) ReadAt(p []byte, off int64) (int, error) {
 	var n int
 	var err error
 	if h.file == nil {
-		n = copy(p, h.data[off:])
+		p, n = h.data[off:off+int64(len(p))], len(p)
 	} else if n, err = h.file.ReadAt(p, h.off+off); err == io.EOF && n == len(p) {
 		err = nil
 	}
 	if h.served != nil {
 		h.served.Add(uint64(n))
 	}
-	return n, err
+	return p[:n], err
 }
 
 // Close releases the shard file.
@@ -210,6 +220,20 @@ func (f *Chunk) Upcoming() bool {
 func (f *Chunk) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	h, err := f.open(ctx, false)
 	return readOnce(h, err, p, off)
+}
+
+// ReadShared is ReadAt without a copy of what is in memory (transcoded
+// chunks, pending updates, ranges of stores read by ranges): it returns
+// those bytes themselves, which the caller must not modify, and reads
+// into p only what lies in a shard file. A transcoded chunk was copied
+// once more on its way to the kernel.
+func (f *Chunk) ReadShared(ctx context.Context, p []byte, off int64) ([]byte, error) {
+	h, err := f.open(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close()
+	return h.read(p, off)
 }
 
 // readOnce reads from a handle just opened (or the error opening it), and
