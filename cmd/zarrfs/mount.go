@@ -39,7 +39,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	peerToken := flags.String("peer-token", "", "shared secret of the peers (default: $ZARRFS_PEER_TOKEN)")
 	peersFile := flags.String("peers-file", "", "file of peer URLs, one per line, re-read when it changes (instead of --peers)")
 	revalidate := flags.Duration("revalidate", time.Second, "how long a cached shard index (and, on object stores, an array's listing) is trusted before the store is asked again")
-	transcodeTo := flags.String("v2-transcode", keyspace.TranscodeAuto, "how the v2 view encodes chunks it must transcode: "+keyspace.TranscodeBloscLZ4+" (compact), "+keyspace.TranscodeRaw+" (compressor null: cheapest to make and to read), or "+keyspace.TranscodeAuto+" (raw for arrays stored uncompressed, "+keyspace.TranscodeBloscLZ4+" for the others)")
+	transcodeTo := flags.String("v2-transcode", keyspace.TranscodeRaw, "how the v2 view encodes chunks it must transcode: "+keyspace.TranscodeRaw+" (compressor null: cheapest to make and to read), "+keyspace.TranscodeBloscLZ4+" (compact copies of the view), or "+keyspace.TranscodeAuto+" (raw for arrays stored uncompressed, "+keyspace.TranscodeBloscLZ4+" for the others)")
 	readAhead := flags.Int("read-ahead", 4, "transcoded chunks to prepare ahead of a reader reading chunks in key order (0: none)")
 	transport := flags.String("fuse-transport", fs.TransportDevFuse, "how FUSE requests reach zarrfs: "+fs.TransportDevFuse+" (/dev/fuse) or "+fs.TransportIOURing+" (one queue per CPU; Linux 6.14+ with the fuse module's enable_uring on)")
 	statsInterval := flags.Duration("stats-interval", 0, "log the counters of MNT/.zarrfs/stats this often (e.g. 1m; 0: never)")
