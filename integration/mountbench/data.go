@@ -136,6 +136,17 @@ func writeStore(ctx context.Context, dir string, specs []arraySpec) error {
 // with zarr-python 2 would, with its default compressor (blosc lz4), so
 // that the baseline does not depend on --v2-transcode.
 func writeNativeV2(ctx context.Context, dir string, specs []arraySpec, zarray func(name string) ([]byte, error)) error {
+	return writeV2Copy(ctx, dir, specs, zarray, false)
+}
+
+// writeServedV2 writes the arrays the v2 view transcodes as it serves
+// them (the view's metadata as it is): the bytes a mount moves, without
+// the work of making them, for a floor of the transcoded reads.
+func writeServedV2(ctx context.Context, dir string, specs []arraySpec, zarray func(name string) ([]byte, error)) error {
+	return writeV2Copy(ctx, dir, specs, zarray, true)
+}
+
+func writeV2Copy(ctx context.Context, dir string, specs []arraySpec, zarray func(name string) ([]byte, error), served bool) error {
 	s, err := createStore(dir)
 	if err != nil {
 		return err
@@ -145,7 +156,7 @@ func writeNativeV2(ctx context.Context, dir string, specs []arraySpec, zarray fu
 		return err
 	}
 	for _, spec := range specs {
-		if !spec.readBench {
+		if !spec.readBench || served && spec.passThrough {
 			continue
 		}
 		doc, err := zarray(spec.name)
@@ -156,7 +167,7 @@ func writeNativeV2(ctx context.Context, dir string, specs []arraySpec, zarray fu
 		if err != nil {
 			return fmt.Errorf("%s/.zarray of the v2 view: %w", spec.name, err)
 		}
-		if !spec.passThrough {
+		if !spec.passThrough && !served {
 			m.Compressor = json.RawMessage(`{"id":"blosc","cname":"lz4","clevel":5,"shuffle":1,"blocksize":0}`)
 		}
 		a, err := zarr.CreateArrayV2(ctx, s, spec.name, m, nil)

@@ -157,9 +157,11 @@ type bench struct {
 	work      string
 	storeDir  string // the sharded v3 store
 	nativeV2  string // its arrays as native Zarr v2
+	servedV2  string // the arrays v2/ transcodes, as it serves them
 	nativeDir string // a directory of as many files as the 100k-chunk array has chunks
 	mnt       string // the zarrfs mount point
 	bindMnt   string // bindfs over nativeV2
+	servedMnt string // bindfs over servedV2
 	specs     []arraySpec
 	chunks    map[string][]chunk // by array
 	zarrfs    *integration.Mount
@@ -186,7 +188,9 @@ func run(cfg config, ms *mounts, out io.Writer) (err error) {
 	b.nativeDir = filepath.Join(b.work, "native-dir")
 	b.mnt = filepath.Join(b.work, "mnt")
 	b.bindMnt = filepath.Join(b.work, "bindfs")
-	for _, d := range []string{b.mnt, b.bindMnt} {
+	b.servedV2 = filepath.Join(b.work, "served-v2")
+	b.servedMnt = filepath.Join(b.work, "bindfs-served")
+	for _, d := range []string{b.mnt, b.bindMnt, b.servedMnt} {
 		if mounted, _ := zfs.Mounted(d); mounted {
 			return fmt.Errorf("%s is still mounted from an earlier run; unmount it first", d)
 		}
@@ -243,10 +247,10 @@ func run(cfg config, ms *mounts, out io.Writer) (err error) {
 func (b *bench) prepare() error {
 	ctx := context.Background()
 	marker := filepath.Join(b.work, "datasets-complete")
-	want := fmt.Sprintf("quick=%v\n", b.cfg.quick)
+	want := fmt.Sprintf("quick=%v served-copy\n", b.cfg.quick)
 	if got, err := os.ReadFile(marker); err != nil || string(got) != want {
 		progress("writing the datasets")
-		for _, d := range []string{b.storeDir, b.nativeV2, b.nativeDir} {
+		for _, d := range []string{b.storeDir, b.nativeV2, b.servedV2, b.nativeDir} {
 			if err := os.RemoveAll(d); err != nil {
 				return err
 			}
@@ -261,6 +265,9 @@ func (b *bench) prepare() error {
 			return os.ReadFile(filepath.Join(b.mnt, "v2", name, ".zarray"))
 		}
 		if err := writeNativeV2(ctx, b.nativeV2, b.specs, zarray); err != nil {
+			return err
+		}
+		if err := writeServedV2(ctx, b.servedV2, b.specs, zarray); err != nil {
 			return err
 		}
 		many := b.specs[len(b.specs)-1]
