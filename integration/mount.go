@@ -5,14 +5,15 @@
 package integration
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -52,10 +53,13 @@ func RaceReport(log string) string {
 
 // Mount is a running `zarrfs mount`.
 type Mount struct {
-	Dir  string // the mount point
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	log  bytes.Buffer
+	Dir string // the mount point
+	cmd *exec.Cmd
+	// log is an unlinked file that is zarrfs's stdout and stderr: a line
+	// zarrfs logs before it answers a request is there when the request
+	// returns (through a pipe, it reached the test only once a goroutine
+	// had copied it).
+	log  *os.File
 	done chan error
 }
 
@@ -68,11 +72,16 @@ const TestMountArgsEnv = "ZARRFS_TEST_MOUNT_ARGS"
 // $ZARRFS_TEST_MOUNT_ARGS first) and waits until the mount is in the mount
 // table (or the process dies).
 func Start(bin, store, dir string, args ...string) (*Mount, error) {
-	m := &Mount{Dir: dir, done: make(chan error, 1)}
+	log, err := os.CreateTemp("", "zarrfs-mount-log-")
+	if err != nil {
+		return nil, err
+	}
+	os.Remove(log.Name())
+	m := &Mount{Dir: dir, log: log, done: make(chan error, 1)}
+	runtime.AddCleanup(m, func(f *os.File) { f.Close() }, log)
 	argv := append(append(append([]string{"mount"}, strings.Fields(os.Getenv(TestMountArgsEnv))...), args...), store, dir)
 	m.cmd = exec.Command(bin, argv...)
-	m.cmd.Stdout = &lockedWriter{m: m}
-	m.cmd.Stderr = &lockedWriter{m: m}
+	m.cmd.Stdout, m.cmd.Stderr = log, log
 	if err := m.cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -93,22 +102,13 @@ func Start(bin, store, dir string, args ...string) (*Mount, error) {
 	return nil, fmt.Errorf("zarrfs mount did not mount %s within 30s\n%s", dir, m.Log())
 }
 
-type lockedWriter struct{ m *Mount }
-
-func (w *lockedWriter) Write(p []byte) (int, error) {
-	w.m.mu.Lock()
-	defer w.m.mu.Unlock()
-	return w.m.log.Write(p)
-}
-
 // Pid is the process id of zarrfs.
 func (m *Mount) Pid() int { return m.cmd.Process.Pid }
 
 // Log is what the process printed so far.
 func (m *Mount) Log() string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.log.String()
+	b, _ := io.ReadAll(io.NewSectionReader(m.log, 0, math.MaxInt64))
+	return string(b)
 }
 
 // Stop sends SIGTERM and waits for a clean exit; the mount must be gone.
