@@ -340,10 +340,9 @@ func block4x2(d unsafe.Pointer, ds int, s unsafe.Pointer, ss int) {
 	t2, t3 := zip(word(s, 2*ss), word(s, 3*ss), lanes16, 16)
 	w0, w2 := zip(t0, t2, lanes32, 32)
 	w1, w3 := zip(t1, t3, lanes32, 32)
-	setWord(d, 0, w0)
-	setWord(d, ds, w1)
-	setWord(d, 2*ds, w2)
-	setWord(d, 3*ds, w3)
+	for i, w := range [4]uint64{w0, w1, w2, w3} {
+		setWord(d, i*ds, w)
+	}
 }
 
 func block8x1(d unsafe.Pointer, ds int, s unsafe.Pointer, ss int) {
@@ -359,14 +358,9 @@ func block8x1(d unsafe.Pointer, ds int, s unsafe.Pointer, ss int) {
 	w2, w6 := zip(g0, g1, lanes32, 32)
 	w1, w5 := zip(h0, h1, lanes32, 32)
 	w3, w7 := zip(i0, i1, lanes32, 32)
-	setWord(d, 0, w0)
-	setWord(d, ds, w1)
-	setWord(d, 2*ds, w2)
-	setWord(d, 3*ds, w3)
-	setWord(d, 4*ds, w4)
-	setWord(d, 5*ds, w5)
-	setWord(d, 6*ds, w6)
-	setWord(d, 7*ds, w7)
+	for i, w := range [8]uint64{w0, w1, w2, w3, w4, w5, w6, w7} {
+		setWord(d, i*ds, w)
+	}
 }
 
 // moveUnits moves the units of rows [r0, r1) and columns [c0, c1) of a

@@ -281,26 +281,44 @@ func TestCorruptShardIsIsolated(t *testing.T) {
 	}
 }
 
+// writeTransposed writes a v3 store in dir of uint16 arrays of shape
+// [4 6 8], each one shard of [2 3 4] inner chunks transposed in an order
+// v2 cannot express and then compressed with the codecs its name maps to
+// (none for nil), the shard index at index ("start" or "end"); it returns
+// the arrays' digests.
+func writeTransposed(t *testing.T, dir, index string, compressors map[string][]meta.Codec) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	s := zarrtest.OpenStore(t, dir)
+	defer s.Close()
+	if err := zarr.CreateGroup(ctx, s, "", 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	digests := map[string]string{}
+	for name, compress := range compressors {
+		inner := append([]meta.Codec{zarrtest.C("transpose", `{"order":[0,2,1]}`), zarrtest.BytesLE}, compress...)
+		a, err := zarr.CreateArrayV3(ctx, s, name, &meta.ArrayV3{Shape: []int{4, 6, 8}, DataType: dtype.TypeUint16, ChunkShape: []int{4, 6, 8}, FillValue: []byte{0, 0},
+			KeyEncoding: meta.KeyEncoding{Name: meta.KeyEncodingDefault, Separator: "/"},
+			Codecs:      []meta.Codec{zarrtest.Sharding([]int{2, 3, 4}, inner, []meta.Codec{zarrtest.BytesLE, zarrtest.CRC32C}, index)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := zarrtest.Pattern(a, 2)
+		if err := a.Write(ctx, data); err != nil {
+			t.Fatal(err)
+		}
+		digests[name] = zarrtest.Digest(data)
+	}
+	return digests
+}
+
 // TestTruncatedShardTranscode: a chunk to transcode that its shard's
 // index places past the end of the file is corrupt data, named by the
 // shard's key, not bytes made up to fill it.
 func TestTruncatedShardTranscode(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := zarrtest.OpenStore(t, dir)
-	if err := zarr.CreateGroup(ctx, s, "", 3, nil); err != nil {
-		t.Fatal(err)
-	}
-	a, err := zarr.CreateArrayV3(ctx, s, "a", &meta.ArrayV3{Shape: []int{4, 6, 8}, DataType: dtype.TypeUint16, ChunkShape: []int{4, 6, 8}, FillValue: []byte{0, 0},
-		KeyEncoding: meta.KeyEncoding{Name: meta.KeyEncodingDefault, Separator: "/"},
-		Codecs:      []meta.Codec{zarrtest.Sharding([]int{2, 3, 4}, []meta.Codec{zarrtest.C("transpose", `{"order":[0,2,1]}`), zarrtest.BytesLE}, []meta.Codec{zarrtest.BytesLE}, "start")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Write(ctx, zarrtest.Pattern(a, 2)); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
+	writeTransposed(t, dir, "start", map[string][]meta.Codec{"a": nil})
 	f := openFS(t, dir, keyspace.Options{V2Transcode: keyspace.TranscodeRaw})
 	d := lookupDir(t, f.Root(keyspace.V2), "a")
 	first, err := d.Lookup(ctx, "0.0.1")
@@ -345,26 +363,7 @@ func lookupDir(t *testing.T, d *keyspace.Dir, name string) *keyspace.Dir {
 func TestTranscodeEncodings(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := zarrtest.OpenStore(t, dir)
-	if err := zarr.CreateGroup(ctx, s, "", 3, nil); err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]string{}
-	transpose := zarrtest.C("transpose", `{"order":[0,2,1]}`)
-	for name, inner := range map[string][]meta.Codec{"plain": {transpose, zarrtest.BytesLE}, "zstd": {transpose, zarrtest.BytesLE, zarrtest.Zstd}} {
-		a, err := zarr.CreateArrayV3(ctx, s, name, &meta.ArrayV3{Shape: []int{4, 6, 8}, DataType: dtype.TypeUint16, ChunkShape: []int{4, 6, 8}, FillValue: []byte{0, 0},
-			KeyEncoding: meta.KeyEncoding{Name: meta.KeyEncodingDefault, Separator: "/"},
-			Codecs:      []meta.Codec{zarrtest.Sharding([]int{2, 3, 4}, inner, []meta.Codec{zarrtest.BytesLE, zarrtest.CRC32C}, "end")}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		data := zarrtest.Pattern(a, 2)
-		if err := a.Write(ctx, data); err != nil {
-			t.Fatal(err)
-		}
-		want[name] = zarrtest.Digest(data)
-	}
-	s.Close()
+	want := writeTransposed(t, dir, "end", map[string][]meta.Codec{"plain": nil, "zstd": {zarrtest.Zstd}})
 	const lz4, none = `"cname":"lz4"`, `"compressor":null`
 	for encoding, compressors := range map[string]map[string]string{
 		keyspace.TranscodeAuto:     {"plain": none, "zstd": lz4},
@@ -402,20 +401,7 @@ func TestTranscodeEncodings(t *testing.T) {
 func TestDeliveredLeavesCache(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := zarrtest.OpenStore(t, dir)
-	if err := zarr.CreateGroup(ctx, s, "", 3, nil); err != nil {
-		t.Fatal(err)
-	}
-	a, err := zarr.CreateArrayV3(ctx, s, "a", &meta.ArrayV3{Shape: []int{4, 6, 8}, DataType: dtype.TypeUint16, ChunkShape: []int{4, 6, 8}, FillValue: []byte{0, 0},
-		KeyEncoding: meta.KeyEncoding{Name: meta.KeyEncodingDefault, Separator: "/"},
-		Codecs:      []meta.Codec{zarrtest.Sharding([]int{2, 3, 4}, []meta.Codec{zarrtest.C("transpose", `{"order":[0,2,1]}`), zarrtest.BytesLE}, []meta.Codec{zarrtest.BytesLE}, "end")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Write(ctx, zarrtest.Pattern(a, 2)); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
+	writeTransposed(t, dir, "end", map[string][]meta.Codec{"a": nil})
 	for _, c := range []struct {
 		encoding string
 		off      int64
