@@ -95,8 +95,8 @@ func (av *arrayView) readStoredScratch(ctx context.Context, loc location) (b []b
 	}
 	buf, _ := scratchBuffers.Get().(*[]byte)
 	if buf == nil || int64(cap(*buf)) < loc.n {
-		buf = &[]byte{}
-		*buf = make([]byte, loc.n)
+		b := make([]byte, loc.n)
+		buf = &b
 	}
 	done = func() { scratchBuffers.Put(buf) }
 	if b, err = av.readShardFile(ctx, loc, (*buf)[:loc.n]); err != nil {
