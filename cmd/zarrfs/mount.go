@@ -20,6 +20,7 @@ import (
 	"github.com/zarrfs/zarrfs/fs"
 	"github.com/zarrfs/zarrfs/fs/fuseuring"
 	"github.com/zarrfs/zarrfs/fs/keyspace"
+	"github.com/zarrfs/zarrfs/fs/metrics"
 	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/writeback"
 )
@@ -43,6 +44,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	readAhead := flags.Int("read-ahead", 4, "transcoded chunks to prepare ahead of a reader reading chunks in key order (0: none)")
 	transport := flags.String("fuse-transport", fs.TransportDevFuse, "how FUSE requests reach zarrfs: "+fs.TransportDevFuse+" (/dev/fuse) or "+fs.TransportIOURing+" (one queue per CPU; Linux 6.14+ with the fuse module's enable_uring on)")
 	statsInterval := flags.Duration("stats-interval", 0, "log the counters of MNT/.zarrfs/stats this often (e.g. 1m; 0: never)")
+	metricsListen := flags.String("metrics-listen", "", "HOST:PORT to serve Prometheus metrics on, at /metrics (default: none)")
 	sf := addStoreFlags(flags)
 	cpuProfile := flags.String("cpuprofile", "", "") // for performance work: hidden
 	if code, ok := parse(flags, args, 2, 2); !ok {
@@ -190,10 +192,20 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 	}
 	defer ks.Close()
+	var onRequest func(string, time.Duration)
+	if *metricsListen != "" {
+		m := metrics.New(metrics.Sources{Keyspace: ks, Store: s, Writer: writer})
+		addr, err := m.Serve(ctx, *metricsListen, logger)
+		if err != nil {
+			return fail(stderr, fmt.Errorf("--metrics-listen: %v", err))
+		}
+		logger.Info("serving metrics", "url", "http://"+addr.String()+"/metrics")
+		onRequest = m.ObserveFUSE
+	}
 	server, err := fs.Mount(mnt, ks, fs.Options{
 		Views: views, ReadOnly: *readOnly, AllowOther: *allowOther,
 		FsName: "zarrfs:" + s.String(), Logger: logger, Debug: level <= slog.LevelDebug,
-		StatsInterval: *statsInterval, Transport: *transport,
+		StatsInterval: *statsInterval, Transport: *transport, OnRequest: onRequest,
 	})
 	if err != nil {
 		if writer != nil {
