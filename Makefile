@@ -5,13 +5,22 @@ GO        ?= go
 BIN       := bin/zarrfs
 FUZZTIME  ?= 100000x
 DEMO_DIR  ?= /tmp/zarrfs-demo
+PREFIX    ?= /usr/local
+SBINDIR   ?= /sbin
 
-.PHONY: all build test lint unit test-io-uring fuzz bench demo clean
+.PHONY: all build install test lint unit test-io-uring fuzz bench demo clean
 
 all: build
 
 build:
 	$(GO) build -o $(BIN) ./cmd/zarrfs
+
+# zarrfs, and the link mount(8) runs for `mount -t fuse.zarrfs` and fstab
+# lines of that type (see README.md, Run by the system).
+install: build
+	install -D -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/zarrfs
+	install -d $(DESTDIR)$(SBINDIR)
+	ln -sf $(PREFIX)/bin/zarrfs $(DESTDIR)$(SBINDIR)/mount.fuse.zarrfs
 
 # The README's test command: static checks, every test with the race
 # detector (integration tests mount for real and need root and /dev/fuse),
