@@ -67,12 +67,14 @@ fuzz:
 # The codec and zarr benchmarks, c-blosc against our blosc (ratios per
 # frame), then the mount-level harness: one table of medians against native
 # with PASS/MISS per target (root, FUSE and bindfs; about 15 minutes, see
-# integration/mountbench). make bench BENCHFLAGS=-quick for a short run.
+# integration/mountbench), also written to $(BENCHOUT).txt and drawn as a
+# chart in $(BENCHOUT).png. make bench BENCHFLAGS=-quick for a short run.
 BENCHFLAGS ?=
+BENCHOUT   ?= bin/bench
 bench: build
 	$(GO) test -run='^$$' -bench=. -benchmem ./codec/... ./zarr/...
 	@d=$$(mktemp -d) && /usr/bin/python3 codec/blosc/testdata/bench_cblosc.py --dir $$d; rc=$$?; rm -rf $$d; exit $$rc
-	$(GO) run ./integration/mountbench -bin $(BIN) $(BENCHFLAGS)
+	$(GO) run ./integration/mountbench -bin $(BIN) -out $(BENCHOUT).txt $(BENCHFLAGS)
 
 # Writes the sample store, then mounts it in the foreground (Ctrl-C unmounts).
 demo: build
