@@ -83,8 +83,8 @@ next:
 
 // TestMetrics mounts an http:// store with --metrics-listen and reads
 // chunk files through it: the store's requests (by kind and outcome, with
-// their latencies), the bytes fetched, the memory cache and the FUSE
-// requests move, and every scrape passes promlint and parses. A
+// their latencies), the bytes fetched, the memory and disk caches and the
+// FUSE requests move, and every scrape passes promlint and parses. A
 // read-write mount of a directory shows a write published.
 func TestMetrics(t *testing.T) {
 	dir := t.TempDir()
@@ -93,7 +93,7 @@ func TestMetrics(t *testing.T) {
 	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
 	t.Cleanup(srv.Close)
 	addr := freeAddr(t)
-	m := mount(t, srv.URL+"/", "--ro", "--metrics-listen", addr)
+	m := mount(t, srv.URL+"/", "--ro", "--metrics-listen", addr, "--cache-dir", t.TempDir())
 
 	var files []string
 	var array string
@@ -120,6 +120,8 @@ func TestMetrics(t *testing.T) {
 		{"zarrfs_store_fetched_bytes_total", nil},
 		{"zarrfs_cache_misses_total", []string{"level", "memory"}},
 		{"zarrfs_cache_hits_total", []string{"level", "memory"}},
+		{"zarrfs_cache_misses_total", []string{"level", "disk"}},
+		{"zarrfs_cache_bytes", []string{"level", "disk"}},
 		{"zarrfs_served_bytes_total", []string{"source", "pass_through"}},
 		{"zarrfs_fuse_request_duration_seconds", []string{"op", "READ"}},
 	}
