@@ -139,7 +139,7 @@ func Mount(dir string, ks *keyspace.FS, opts Options) (*Server, error) {
 	server := &Server{}
 	switch opts.Transport {
 	case "", TransportDevFuse:
-		server.Server, err = mountDevFuse(dir, raw, &mountOpts)
+		server.Server, err = mountDevFuse(dir, raw, &nodeOpts.MountOptions)
 	case TransportIOURing:
 		server.Server, server.uring, err = fuseuring.Mount(dir, raw, mountOpts)
 		b.st.uring.Store(server.uring)
