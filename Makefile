@@ -5,13 +5,22 @@ GO        ?= go
 BIN       := bin/zarrfs
 FUZZTIME  ?= 100000x
 DEMO_DIR  ?= /tmp/zarrfs-demo
+PREFIX    ?= /usr/local
+SBINDIR   ?= /sbin
 
-.PHONY: all build test lint unit test-io-uring fuzz bench demo clean
+.PHONY: all build install test lint unit test-io-uring fuzz bench demo clean
 
 all: build
 
 build:
 	$(GO) build -o $(BIN) ./cmd/zarrfs
+
+# zarrfs, and the link mount(8) runs for `mount -t fuse.zarrfs` and fstab
+# lines of that type (see README.md, Run by the system).
+install: build
+	install -D -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/zarrfs
+	install -d $(DESTDIR)$(SBINDIR)
+	ln -sf $(PREFIX)/bin/zarrfs $(DESTDIR)$(SBINDIR)/mount.fuse.zarrfs
 
 # The README's test command: static checks, every test with the race
 # detector (integration tests mount for real and need root and /dev/fuse),
@@ -58,12 +67,14 @@ fuzz:
 # The codec and zarr benchmarks, c-blosc against our blosc (ratios per
 # frame), then the mount-level harness: one table of medians against native
 # with PASS/MISS per target (root, FUSE and bindfs; about 15 minutes, see
-# integration/mountbench). make bench BENCHFLAGS=-quick for a short run.
+# integration/mountbench), also written to $(BENCHOUT).txt and drawn as a
+# chart in $(BENCHOUT).png. make bench BENCHFLAGS=-quick for a short run.
 BENCHFLAGS ?=
+BENCHOUT   ?= bin/bench
 bench: build
 	$(GO) test -run='^$$' -bench=. -benchmem ./codec/... ./zarr/...
 	@d=$$(mktemp -d) && /usr/bin/python3 codec/blosc/testdata/bench_cblosc.py --dir $$d; rc=$$?; rm -rf $$d; exit $$rc
-	$(GO) run ./integration/mountbench -bin $(BIN) $(BENCHFLAGS)
+	$(GO) run ./integration/mountbench -bin $(BIN) -out $(BENCHOUT).txt $(BENCHFLAGS)
 
 # Writes the sample store, then mounts it in the foreground (Ctrl-C unmounts).
 demo: build

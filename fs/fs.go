@@ -42,6 +42,9 @@ type Options struct {
 	// Transport is how requests reach the file system: TransportDevFuse
 	// (the default) or TransportIOURing.
 	Transport string
+	// OnRequest, if set, is told the opcode of every request (LOOKUP,
+	// READ, ...) and how long the file system took to answer it.
+	OnRequest func(op string, d time.Duration)
 }
 
 // The transports of FUSE requests.
@@ -129,12 +132,16 @@ func Mount(dir string, ks *keyspace.FS, opts Options) (*Server, error) {
 		NegativeTimeout: &negativeTTL,
 		RootStableAttr:  &gofs.StableAttr{Ino: 1},
 	}
+	raw := gofs.NewNodeFS(root, nodeOpts)
+	if opts.OnRequest != nil {
+		raw = &timedFS{RawFileSystem: raw, observe: opts.OnRequest}
+	}
 	server := &Server{}
 	switch opts.Transport {
 	case "", TransportDevFuse:
-		server.Server, err = gofs.Mount(dir, root, nodeOpts)
+		server.Server, err = mountDevFuse(dir, raw, &nodeOpts.MountOptions)
 	case TransportIOURing:
-		server.Server, server.uring, err = fuseuring.Mount(dir, gofs.NewNodeFS(root, nodeOpts), mountOpts)
+		server.Server, server.uring, err = fuseuring.Mount(dir, raw, mountOpts)
 		b.st.uring.Store(server.uring)
 	default:
 		err = fmt.Errorf("unknown FUSE transport %q", opts.Transport)
@@ -149,6 +156,20 @@ func Mount(dir string, ks *keyspace.FS, opts Options) (*Server, error) {
 			close(done)
 		}()
 		go b.logStats(opts.StatsInterval, done)
+	}
+	return server, nil
+}
+
+// mountDevFuse mounts raw at dir over /dev/fuse, as gofs.Mount does, and
+// returns once the kernel sees the mount.
+func mountDevFuse(dir string, raw fuse.RawFileSystem, opts *fuse.MountOptions) (*fuse.Server, error) {
+	server, err := fuse.NewServer(raw, dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	go server.Serve()
+	if err := server.WaitMount(); err != nil {
+		return nil, err
 	}
 	return server, nil
 }

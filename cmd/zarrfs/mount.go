@@ -20,6 +20,7 @@ import (
 	"github.com/zarrfs/zarrfs/fs"
 	"github.com/zarrfs/zarrfs/fs/fuseuring"
 	"github.com/zarrfs/zarrfs/fs/keyspace"
+	"github.com/zarrfs/zarrfs/fs/metrics"
 	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/writeback"
 )
@@ -43,10 +44,28 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	readAhead := flags.Int("read-ahead", 4, "transcoded chunks to prepare ahead of a reader reading chunks in key order (0: none)")
 	transport := flags.String("fuse-transport", fs.TransportDevFuse, "how FUSE requests reach zarrfs: "+fs.TransportDevFuse+" (/dev/fuse) or "+fs.TransportIOURing+" (one queue per CPU; Linux 6.14+ with the fuse module's enable_uring on)")
 	statsInterval := flags.Duration("stats-interval", 0, "log the counters of MNT/.zarrfs/stats this often (e.g. 1m; 0: never)")
+	daemon := flags.Bool("daemon", false, "return once the mount is ready (exit status 0) and serve it in the background")
+	logFile := flags.String("log-file", "", "append the log to this file (default: stderr, which systemd keeps in the journal)")
+	metricsListen := flags.String("metrics-listen", "", "HOST:PORT to serve Prometheus metrics on, at /metrics (default: none)")
 	sf := addStoreFlags(flags)
 	cpuProfile := flags.String("cpuprofile", "", "") // for performance work: hidden
 	if code, ok := parse(flags, args, 2, 2); !ok {
 		return code
+	}
+	if *logFile != "" {
+		f, err := os.OpenFile(*logFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+		if err != nil {
+			return fail(stderr, fmt.Errorf("--log-file: %w", err))
+		}
+		defer f.Close()
+		stderr = f
+	}
+	if *daemon && !daemonChild() {
+		log, ok := stderr.(*os.File)
+		if !ok {
+			log = os.Stderr
+		}
+		return daemonize(args, log)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -190,10 +209,20 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 	}
 	defer ks.Close()
+	var onRequest func(string, time.Duration)
+	if *metricsListen != "" {
+		m := metrics.New(metrics.Sources{Keyspace: ks, Store: s, Writer: writer})
+		addr, err := m.Serve(ctx, *metricsListen, logger)
+		if err != nil {
+			return fail(stderr, fmt.Errorf("--metrics-listen: %v", err))
+		}
+		logger.Info("serving metrics", "url", "http://"+addr.String()+"/metrics")
+		onRequest = m.ObserveFUSE
+	}
 	server, err := fs.Mount(mnt, ks, fs.Options{
 		Views: views, ReadOnly: *readOnly, AllowOther: *allowOther,
 		FsName: "zarrfs:" + s.String(), Logger: logger, Debug: level <= slog.LevelDebug,
-		StatsInterval: *statsInterval, Transport: *transport,
+		StatsInterval: *statsInterval, Transport: *transport, OnRequest: onRequest,
 	})
 	if err != nil {
 		if writer != nil {
@@ -202,6 +231,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(stderr, fmt.Errorf("mount %s: %w", mnt, err))
 	}
 	logger.Info("mounted", "store", s.String(), "mountpoint", mnt, "view", *view, "read_only", *readOnly)
+	daemonReady()
 	go func() {
 		<-ctx.Done()
 		logger.Info("unmounting", "mountpoint", mnt)

@@ -51,6 +51,7 @@
 //	-mount-args S   extra `zarrfs mount` flags, space-separated, for every mount of zarrfs (read mounts always have --ro)
 //	-python PATH    Python with zarr-python 2 (default /usr/bin/python3, Debian's python3-zarr)
 //	-seed N         seed of the never-seen store (workload unseen), to draw the same one again
+//	-out FILE       also write the table to FILE, and draw it as a chart beside it (FILE with .png for its extension)
 //
 // It needs root (FUSE mounts, dropping the page cache) and bindfs.
 package main
@@ -84,6 +85,7 @@ type config struct {
 	mountArgs []string
 	python    string
 	seed      uint64 // of the never-seen store; 0: drawn from the time
+	out       string // file of the table; its chart beside it
 }
 
 var workloads = []string{"rtt", "read", "cold", "unseen", "python", "meta", "random", "rss", "write", "remote"}
@@ -125,6 +127,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&only, "only", strings.Join(workloads, ","), "comma-separated workloads to run")
 	fs.StringVar(&mountArgs, "mount-args", "", "extra `zarrfs mount` flags, space-separated")
 	fs.StringVar(&cfg.python, "python", "/usr/bin/python3", "Python with zarr-python 2")
+	fs.StringVar(&cfg.out, "out", "", "also write the table to this file, and its chart as a PNG beside it (the file with .png for its extension)")
 	fs.Uint64Var(&cfg.seed, "seed", 0, "seed of the never-seen store of workload unseen, to draw one again (default: from the time)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -238,7 +241,24 @@ func run(cfg config, ms *mounts, out io.Writer) (err error) {
 		}
 		progress(fmt.Sprintf("%s done in %s", s.name, time.Since(t).Round(time.Second)))
 	}
-	b.print(out, loadBefore, time.Since(start))
+	if cfg.out == "" {
+		b.print(out, loadBefore, time.Since(start))
+		return nil
+	}
+	f, err := os.Create(cfg.out)
+	if err != nil {
+		return err
+	}
+	b.print(io.MultiWriter(out, f), loadBefore, time.Since(start))
+	if err := f.Close(); err != nil {
+		return err
+	}
+	chart := strings.TrimSuffix(cfg.out, filepath.Ext(cfg.out)) + ".png"
+	title := fmt.Sprintf("zarrfs mount benchmark, %s: medians of %d runs; %s", start.Format("2006-01-02"), cfg.runs, machine())
+	if err := writeChart(chart, b.rows, title); err != nil {
+		return err
+	}
+	progress("wrote " + cfg.out + " and " + chart)
 	return nil
 }
 

@@ -200,6 +200,17 @@ func (j *Journal) reclaim() {
 	}
 }
 
+// Bytes is the size of the journal's segments on disk.
+func (j *Journal) Bytes() int64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var n int64
+	for _, seg := range j.segs {
+		n += seg.size
+	}
+	return n
+}
+
 // Sync makes every appended record durable.
 func (j *Journal) Sync() error {
 	j.mu.Lock()

@@ -58,7 +58,8 @@ type Writer struct {
 	seq      uint64
 	idle     *sync.Cond // signalled when a publish finishes
 
-	published atomic.Pointer[func(shardKey string)] // see OnPublished
+	published       atomic.Pointer[func(shardKey string)] // see OnPublished
+	publishedChunks atomic.Uint64                         // see Stats
 
 	kick chan struct{}
 	done chan struct{}
@@ -289,6 +290,23 @@ func (w *Writer) Unpublished() int {
 	return n
 }
 
+// Stats are what a writer holds and did, for the mount's metrics.
+type Stats struct {
+	Unpublished     int    // inner chunk updates not yet in their shards
+	PendingBytes    int64  // their data, held in memory
+	PublishedChunks uint64 // inner chunk updates written into their shards
+	JournalBytes    int64  // the journal's size on disk
+}
+
+// Stats returns the writer's current counts.
+func (w *Writer) Stats() Stats {
+	st := Stats{Unpublished: w.Unpublished(), PublishedChunks: w.publishedChunks.Load(), JournalBytes: w.journal.Bytes()}
+	w.mu.Lock()
+	st.PendingBytes = w.pending
+	w.mu.Unlock()
+	return st
+}
+
 // Sync makes every acknowledged update durable on disk.
 func (w *Writer) Sync() error { return w.journal.Sync() }
 
@@ -374,6 +392,7 @@ func (w *Writer) publish(ctx context.Context, key string) error {
 			done = append(done, pc.pos)
 		}
 	}
+	w.publishedChunks.Add(uint64(len(done)))
 	if len(done) > 0 {
 		if err := w.journal.Published(done); err != nil {
 			// A replay would apply them again, over whatever other

@@ -38,6 +38,9 @@ var _ store.Store = (*Store)(nil)
 // Requests counts the requests sent, by kind.
 func (s *Store) Requests() map[string]uint64 { return s.requests.Counts() }
 
+// RequestCounter is what counts the requests, for the mount's metrics.
+func (s *Store) RequestCounter() *requests.Counter { return s.requests }
+
 // Open returns the store below base (http:// or https://). It sends no
 // request.
 func Open(base string, opts Options) (*Store, error) {

@@ -4,7 +4,9 @@
 package requests
 
 import (
+	"maps"
 	"net/http"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -12,14 +14,34 @@ import (
 
 // Counter is an http.RoundTripper that counts what passes through it.
 type Counter struct {
-	next   http.RoundTripper
-	mu     sync.Mutex
-	counts map[string]uint64
+	next  http.RoundTripper
+	mu    sync.Mutex
+	kinds map[string]*KindStats
+	bytes uint64 // response bodies of GETs, as announced
 }
+
+// KindStats are what came of the requests of one kind.
+type KindStats struct {
+	// Outcomes counts the requests by what came of them: "ok" (2xx and
+	// 206), "not found" (404), "not modified" (304), "precondition
+	// failed" (412), "rejected" (other 4xx) and "failed" (connection
+	// errors, 5xx and 429, which are retried).
+	Outcomes map[string]uint64
+	// Latency counts the requests by the time to their response's
+	// headers: Latency[i] those within LatencyBounds[i], the last those
+	// beyond every bound.
+	Latency [len(LatencyBounds) + 1]uint64
+	// Seconds is the sum of those times.
+	Seconds float64
+}
+
+// LatencyBounds are the upper bounds, in seconds, of KindStats.Latency:
+// from a nearby server's few milliseconds to a retried request's minute.
+var LatencyBounds = [...]float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
 
 // NewCounter counts the requests sent through next.
 func NewCounter(next http.RoundTripper) *Counter {
-	return &Counter{next: next, counts: map[string]uint64{}}
+	return &Counter{next: next, kinds: map[string]*KindStats{}}
 }
 
 // Limits bound the requests of a remote store.
@@ -72,35 +94,80 @@ func Kind(r *http.Request) string {
 	return r.Method
 }
 
-// RoundTrip counts the request, then what came of it: "bytes fetched"
-// (response bodies as announced), "failed" (errors, 5xx and 429, which
-// are retried), "precondition failed" (412) and "not modified" (304).
+// RoundTrip counts the request by kind, outcome and latency.
 func (c *Counter) RoundTrip(r *http.Request) (*http.Response, error) {
 	kind := Kind(r)
+	start := time.Now()
 	resp, err := c.next.RoundTrip(r)
+	seconds := time.Since(start).Seconds()
+	outcome := Outcome(resp, err)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.counts[kind]++
-	switch {
-	case err != nil || resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
-		c.counts["failed"]++
-	case resp.StatusCode == http.StatusPreconditionFailed:
-		c.counts["precondition failed"]++
-	case resp.StatusCode == http.StatusNotModified:
-		c.counts["not modified"]++
-	case r.Method == http.MethodGet && resp.ContentLength > 0:
-		c.counts["bytes fetched"] += uint64(resp.ContentLength)
+	k := c.kinds[kind]
+	if k == nil {
+		k = &KindStats{Outcomes: map[string]uint64{}}
+		c.kinds[kind] = k
+	}
+	k.Outcomes[outcome]++
+	k.Latency[sort.SearchFloat64s(LatencyBounds[:], seconds)]++
+	k.Seconds += seconds
+	if outcome == "ok" && r.Method == http.MethodGet && resp.ContentLength > 0 {
+		c.bytes += uint64(resp.ContentLength)
 	}
 	return resp, err
 }
 
-// Counts returns a copy of the counts.
-func (c *Counter) Counts() map[string]uint64 {
+// Outcome names what came of a request (see KindStats.Outcomes).
+func Outcome(resp *http.Response, err error) string {
+	switch {
+	case err != nil || resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
+		return "failed"
+	case resp.StatusCode == http.StatusNotFound:
+		return "not found"
+	case resp.StatusCode == http.StatusNotModified:
+		return "not modified"
+	case resp.StatusCode == http.StatusPreconditionFailed:
+		return "precondition failed"
+	case resp.StatusCode >= 400:
+		return "rejected"
+	}
+	return "ok"
+}
+
+// Kinds returns a copy of the counts of each kind of request.
+func (c *Counter) Kinds() map[string]KindStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make(map[string]uint64, len(c.counts))
-	for k, v := range c.counts {
-		out[k] = v
+	out := make(map[string]KindStats, len(c.kinds))
+	for kind, k := range c.kinds {
+		out[kind] = KindStats{Outcomes: maps.Clone(k.Outcomes), Latency: k.Latency, Seconds: k.Seconds}
+	}
+	return out
+}
+
+// BytesFetched sums the bodies of the GET responses, as announced.
+func (c *Counter) BytesFetched() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bytes
+}
+
+// Counts sums the counts of Kinds as the stats file shows them: requests
+// by kind, then "bytes fetched" and the requests that "failed", met a
+// "precondition failed" or were "not modified", of every kind.
+func (c *Counter) Counts() map[string]uint64 {
+	out := map[string]uint64{}
+	for kind, k := range c.Kinds() {
+		for outcome, n := range k.Outcomes {
+			out[kind] += n
+			switch outcome {
+			case "failed", "precondition failed", "not modified":
+				out[outcome] += n
+			}
+		}
+	}
+	if b := c.BytesFetched(); b > 0 {
+		out["bytes fetched"] = b
 	}
 	return out
 }

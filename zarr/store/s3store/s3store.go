@@ -55,6 +55,9 @@ var _ store.Store = (*Store)(nil)
 // Requests counts the requests sent, by kind.
 func (s *Store) Requests() map[string]uint64 { return s.requests.Counts() }
 
+// RequestCounter is what counts the requests, for the mount's metrics.
+func (s *Store) RequestCounter() *requests.Counter { return s.requests }
+
 // Open opens the store at s3://bucket/prefix. It sends no request.
 func Open(ctx context.Context, bucket, prefix string, opts Options) (*Store, error) {
 	if bucket == "" {
