@@ -24,8 +24,8 @@ import (
 
 // TestCrashZarrPythonKilled: zarr-python 2.13 writes whole chunks of an
 // array (int32 with a crc32c the v2 view drops) through MNT/v2 of a
-// read-write mount, and zarrfs is killed with SIGKILL at a random moment,
-// crashIterations times. After each kill, before anything replays the
+// read-write mount, and zarrfs is killed with SIGKILL at a random moment
+// after the round's first acknowledged write, crashIterations times. After each kill, before anything replays the
 // journal: a read-only mount shows every write whose assignment returned,
 // and `zarrfs check` finds every shard whole and names the unpublished
 // journal (exit 1). Then `zarrfs recover` publishes it, after which the
@@ -37,6 +37,7 @@ func TestCrashZarrPythonKilled(t *testing.T) {
 	dir := t.TempDir()
 	layout := crashLayouts[2] // crc: int32 [24 24], shards [12 12], inner chunks [4 4]
 	createLayoutStore(t, dir, []writeLayout{layout})
+	initial := readInitial(t, dir, layout.path)
 	manifest := filepath.Join(t.TempDir(), "manifest")
 	script, _ := filepath.Abs(filepath.Join("testdata", "zarr_crash_writer.py"))
 	rng := rand.New(rand.NewPCG(7, 8))
@@ -49,12 +50,21 @@ func TestCrashZarrPythonKilled(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { cmd.Process.Kill() }) // should the test stop before it exits
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
+		// zarr-python starts slowly on a loaded machine: a kill before it
+		// opened the array would test nothing (and fail it otherwise).
+		stopped := func(err error) {
+			t.Fatalf("round %d: zarr-python stopped before zarrfs was killed: %v\n%s\nzarrfs log:\n%s", i, err, out.String(), m.Log())
+		}
+		if exited, err := waitAcknowledged(t, manifest, i+1, done); exited {
+			stopped(err)
+		}
 		select {
 		case err := <-done:
-			t.Fatalf("round %d: zarr-python stopped before zarrfs was killed: %v\n%s\nzarrfs log:\n%s", i, err, out.String(), m.Log())
-		case <-time.After(time.Duration(300+rng.IntN(1500)) * time.Millisecond):
+			stopped(err)
+		case <-time.After(time.Duration(rng.IntN(1500)) * time.Millisecond):
 		}
 		syscall.Kill(m.Pid(), syscall.SIGKILL)
 		var err error
@@ -82,7 +92,7 @@ func TestCrashZarrPythonKilled(t *testing.T) {
 		if h, err := zarr.Open(context.Background(), rs); err != nil {
 			t.Errorf("round %d: opening the read-only mount's v3 view: %v", i, err)
 		} else {
-			want.check(t, fmt.Sprintf("round %d, read-only mount before recovery", i), h, layout.path)
+			want.check(t, fmt.Sprintf("round %d, read-only mount before recovery", i), h, layout.path, initial)
 		}
 		rs.Close()
 		if err := ro.Stop(); err != nil {
@@ -95,7 +105,7 @@ func TestCrashZarrPythonKilled(t *testing.T) {
 			t.Fatalf("round %d: zarrfs check after recover: %v\n%s", i, err, out)
 		}
 		h := openView(t, dir)
-		want.check(t, fmt.Sprintf("round %d, the store after recovery", i), h, layout.path)
+		want.check(t, fmt.Sprintf("round %d, the store after recovery", i), h, layout.path, initial)
 		if r := o.ZarritaAll(t, dir)[layout.path]; r.Error != "" || r.SHA256 != ownDigest(t, h, layout.path) {
 			t.Errorf("round %d: zarrita reads %s: %q, digest %s; zarrfs's reader: %s", i, layout.path, r.Error, r.SHA256, ownDigest(t, h, layout.path))
 		}
@@ -110,10 +120,67 @@ func TestCrashZarrPythonKilled(t *testing.T) {
 	}
 }
 
+// waitAcknowledged waits until the manifest records an acknowledged write
+// of the round, or the writer exits (exited, with its error).
+func waitAcknowledged(t *testing.T, manifest string, round int, done <-chan error) (exited bool, err error) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		b, _ := os.ReadFile(manifest)
+		for line := range strings.Lines(string(b)) {
+			var seq int
+			if _, err := fmt.Sscanf(line, "D %d", &seq); err == nil && seq/100000 == round {
+				return false, nil
+			}
+		}
+		select {
+		case err := <-done:
+			return true, err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatalf("round %d: zarr-python acknowledged no write in 2 minutes", round)
+	return false, nil
+}
+
+// readInitial reads the chunks of the array at path of the store at dir
+// before any write, by inner chunk.
+func readInitial(t *testing.T, dir, path string) map[[2]int][]byte {
+	t.Helper()
+	a := storeArray(t, dir, path)
+	c, err := a.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[[2]int][]byte{}
+	forEachChunk(a, c.Data, func(key [2]int, chunk []byte) { out[key] = chunk })
+	return out
+}
+
+// forEachChunk calls fn with the bytes (C order) of each inner chunk of
+// the 2-D array a whose decoded content is data.
+func forEachChunk(a *zarr.Array, data []byte, fn func(key [2]int, chunk []byte)) {
+	inner := a.ChunkShape // the mount's v3 view has no shards
+	if sh := a.Sharding(); sh != nil {
+		inner = sh.ChunkShape()
+	}
+	size := a.Type.Size
+	for ci := range a.Shape[0] / inner[0] {
+		for cj := range a.Shape[1] / inner[1] {
+			var chunk []byte
+			for r := ci * inner[0]; r < (ci+1)*inner[0]; r++ {
+				row := size * (r*a.Shape[1] + cj*inner[1])
+				chunk = append(chunk, data[row:row+size*inner[1]]...)
+			}
+			fn([2]int{ci, cj}, chunk)
+		}
+	}
+}
+
 // writeManifest is what zarr_crash_writer.py recorded: for each chunk, the
-// value of its last acknowledged write (0, the fill value, if none) and the
-// values of writes begun after it and never acknowledged, which a kill may
-// or may not have let through.
+// value of its last acknowledged write (none: the chunk holds its initial
+// content) and the values of writes begun after it and never acknowledged,
+// which a kill may or may not have let through.
 type writeManifest struct {
 	acked    map[[2]int]int32
 	inflight map[[2]int][]int32
@@ -150,9 +217,10 @@ func readWriteManifest(t *testing.T, path string) *writeManifest {
 }
 
 // check reads the array at path of h and compares each chunk with what the
-// manifest allows: every element of a chunk holds one value, the last
-// acknowledged one or a later unacknowledged one.
-func (w *writeManifest) check(t *testing.T, what string, h *zarr.Hierarchy, path string) {
+// manifest allows: its initial content while no write to it was
+// acknowledged, or one value in every element, the last acknowledged one
+// or a later unacknowledged one.
+func (w *writeManifest) check(t *testing.T, what string, h *zarr.Hierarchy, path string, initial map[[2]int][]byte) {
 	t.Helper()
 	n, ok := h.Node(path)
 	if !ok || n.Array == nil {
@@ -163,30 +231,22 @@ func (w *writeManifest) check(t *testing.T, what string, h *zarr.Hierarchy, path
 	if err != nil {
 		t.Fatalf("%s: reading %s: %v", what, path, err)
 	}
-	inner := a.ChunkShape // the mount's v3 view has no shards
-	if sh := a.Sharding(); sh != nil {
-		inner = sh.ChunkShape()
-	}
-	grid := []int{a.Shape[0] / inner[0], a.Shape[1] / inner[1]}
-	for ci := range grid[0] {
-		for cj := range grid[1] {
-			key := [2]int{ci, cj}
-			allowed := append([]int32{w.acked[key]}, w.inflight[key]...)
-			var got int32
-			for r := ci * inner[0]; r < (ci+1)*inner[0]; r++ {
-				for col := cj * inner[1]; col < (cj+1)*inner[1]; col++ {
-					v := int32(binary.LittleEndian.Uint32(c.Data[4*(r*a.Shape[1]+col):]))
-					if r == ci*inner[0] && col == cj*inner[1] {
-						got = v
-					} else if v != got {
-						t.Errorf("%s: chunk %d.%d is torn: holds %d and %d", what, ci, cj, got, v)
-						return
-					}
-				}
-			}
-			if !slices.Contains(allowed, got) {
-				t.Errorf("%s: chunk %d.%d holds %d; the manifest allows %v (last acknowledged first)", what, ci, cj, got, allowed)
-			}
+	forEachChunk(a, c.Data, func(key [2]int, chunk []byte) {
+		acked, written := w.acked[key]
+		if !written && bytes.Equal(chunk, initial[key]) {
+			return
 		}
-	}
+		got := int32(binary.LittleEndian.Uint32(chunk))
+		if !bytes.Equal(chunk, bytes.Repeat(chunk[:4], len(chunk)/4)) {
+			t.Errorf("%s: chunk %d.%d is torn: holds neither its initial content nor one value (%d, ...)", what, key[0], key[1], got)
+			return
+		}
+		allowed := w.inflight[key]
+		if written {
+			allowed = append([]int32{acked}, allowed...)
+		}
+		if !slices.Contains(allowed, got) {
+			t.Errorf("%s: chunk %d.%d holds %d; the manifest allows %v (last acknowledged first; written: %v)", what, key[0], key[1], got, allowed, written)
+		}
+	})
 }

@@ -66,6 +66,9 @@ type Hierarchy struct {
 	// listDir lists the store, or the keys known from consolidated
 	// metadata where the store cannot list.
 	listDir func(ctx context.Context, prefix string) iter.Seq2[store.Entry, error]
+	// hidden: the store cannot list and the root group has no
+	// consolidated metadata (Undiscoverable).
+	hidden bool
 }
 
 // Open walks the store and finds every group and array under the root.
@@ -76,12 +79,13 @@ func Open(ctx context.Context, s store.Store) (*Hierarchy, error) {
 	h := &Hierarchy{Store: s, nodes: map[string]*Node{}, listDir: s.ListDir}
 	root, err := h.visit(ctx, "")
 	if errors.Is(err, store.ErrNoListing) {
-		keys, kerr := discoverKeys(ctx, s)
+		keys, consolidated, kerr := discoverKeys(ctx, s)
 		if kerr != nil {
 			return nil, kerr
 		}
 		h.nodes, h.listDir = map[string]*Node{}, keys.listDir
 		root, err = h.visit(ctx, "")
+		h.hidden = !consolidated && root != nil && root.Kind == GroupKind
 	}
 	if err != nil {
 		return nil, err

@@ -53,6 +53,9 @@ func runInfo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, err)
 	}
 	defer o.store.Close()
+	if err := o.h.Undiscoverable(); err != nil {
+		fmt.Fprintf(stderr, "zarrfs: warning: %v\n", err)
+	}
 	nodes := o.nodes
 	infos := make([]nodeInfo, len(nodes))
 	for i, n := range nodes {

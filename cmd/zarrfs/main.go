@@ -24,6 +24,7 @@ Usage:
   zarrfs check STORE [PATH]               verify every shard and report unpublished journals; exit 1 naming each
   zarrfs recover STORE                    publish the journals of writers that died into the store
   zarrfs compact STORE [PATH]             rewrite shards holding dead space densely
+  zarrfs consolidate STORE                write consolidated metadata, so web servers' readers find every node
   zarrfs demo DIR                         write a sample sharded store to DIR/store
 
 Run 'zarrfs COMMAND -h' for a command's flags.
@@ -33,13 +34,14 @@ Run 'zarrfs COMMAND -h' for a command's flags.
 type command func(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 var commands = map[string]command{
-	"info":    runInfo,
-	"check":   runCheck,
-	"recover": runRecover,
-	"compact": runCompact,
-	"demo":    runDemo,
-	"mount":   runMount,
-	"umount":  runUmount,
+	"info":        runInfo,
+	"check":       runCheck,
+	"recover":     runRecover,
+	"compact":     runCompact,
+	"consolidate": runConsolidate,
+	"demo":        runDemo,
+	"mount":       runMount,
+	"umount":      runUmount,
 }
 
 func main() {

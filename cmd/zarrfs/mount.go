@@ -139,6 +139,9 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return fail(stderr, fmt.Errorf("%s: %w", storeArg, err))
 	}
+	if err := h.Undiscoverable(); err != nil {
+		logger.Warn("mounting the root group alone", "error", err)
+	}
 
 	var writer *writeback.Writer
 	journals, err := journalDir(loc, s, *sf.journalDir)

@@ -131,7 +131,10 @@ type WriteHandle struct {
 	dirty  bool
 	// refused is set when Commit rejected the content, until it changes.
 	refused bool
-	fs      *FS
+	// kept: a commit stored buf, and the writer keeps it until the shard
+	// is published, so the next change must go to a copy (own).
+	kept bool
+	fs   *FS
 }
 
 // openBuffered opens a chunk or document f of fs for writing into a buffer
@@ -168,10 +171,19 @@ func truncate(ctx context.Context, f File, size int64) error {
 	return h.Commit(ctx)
 }
 
+// own makes buf the handle's own again after a commit kept it; h.mu is
+// held.
+func (h *WriteHandle) own() {
+	if h.kept {
+		h.buf, h.kept = slices.Clone(h.buf), false
+	}
+}
+
 // WriteAt writes into the buffered content.
 func (h *WriteHandle) WriteAt(p []byte, off int64) (int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.own()
 	buf := &h.buf
 	if h.temp != nil {
 		h.temp.mu.Lock()
@@ -219,6 +231,7 @@ func (h *WriteHandle) Truncate(size int64) error {
 	if size < 0 || size > h.limit {
 		return fmt.Errorf("%w: a size of %d bytes, more than the %d this file can hold", ErrTooLarge, size, h.limit)
 	}
+	h.own()
 	buf := &h.buf
 	if h.temp != nil {
 		h.temp.mu.Lock()
@@ -268,7 +281,7 @@ func (h *WriteHandle) Commit(ctx context.Context) error {
 		h.refused = true
 		return err
 	}
-	h.dirty = false
+	h.dirty, h.kept = false, true
 	return nil
 }
 

@@ -211,6 +211,83 @@ func TestRejectedWritesChangeNothing(t *testing.T) {
 	}
 }
 
+// TestWriteAfterFsync: a chunk file written, fsync'd, then overwritten in
+// place with bytes that close refuses keeps what fsync acknowledged, in
+// the views and in the store once published: the writer must not keep
+// the handle's buffer, which the refused bytes overwrite.
+func TestWriteAfterFsync(t *testing.T) {
+	f, w, dir := writableFS(t)
+	ctx := context.Background()
+	cases := []struct{ array, name string }{
+		{"uint16_zstd_end", "c/1/1"}, // zstd: garbage does not decode
+		{"complex64_crc", "c/1"},     // crc32c: garbage fails the checksum
+		{"int16_dotkeys", "c.1.1"},   // uncompressed: refused for its size
+	}
+	fsynced := make([][]byte, len(cases))
+	for i, tc := range cases {
+		d, file := chunkDir(t, f, tc.array, tc.name)
+		good := readFile(t, d, file)
+		fsynced[i] = good
+		e, err := d.Lookup(ctx, file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := e.File.OpenWrite(ctx, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.WriteAt(good, 0)
+		if err := h.Sync(ctx); err != nil {
+			t.Fatalf("%s/%s: fsync: %v", tc.array, tc.name, err)
+		}
+		// Overwritten in place (same length), then cut short.
+		h.WriteAt(bytes.Repeat([]byte{0xde}, len(good)), 0)
+		h.Truncate(int64(len(good) - 1))
+		if err := h.Commit(ctx); !errors.Is(err, keyspace.ErrInvalid) {
+			t.Fatalf("%s/%s: close after writing garbage = %v, want ErrInvalid", tc.array, tc.name, err)
+		}
+		if got := readFile(t, d, file); !bytes.Equal(got, good) {
+			t.Errorf("%s/%s: after the refused close the file holds %x, want what was fsync'd, %x", tc.array, tc.name, got, good)
+		}
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h := zarrtest.OpenHierarchy(t, dir, true)
+	for _, tc := range cases {
+		n, _ := h.Node(tc.array)
+		for r := range n.Array.InspectStored(ctx, true, 1) {
+			if r.Err != nil {
+				t.Errorf("%s: the published shard is broken: %v", tc.array, r.Err)
+			}
+		}
+	}
+	fresh := keyspace.New(h, keyspace.Options{})
+	t.Cleanup(fresh.Close)
+	for i, tc := range cases {
+		d, file := chunkDir(t, fresh, tc.array, tc.name)
+		if got := readFile(t, d, file); !bytes.Equal(got, fsynced[i]) {
+			t.Errorf("%s/%s: the store holds %x, want what was fsync'd, %x", tc.array, tc.name, got, fsynced[i])
+		}
+	}
+}
+
+// chunkDir returns the v3 directory holding the chunk file at name (a key
+// below the array) and the file's name in it.
+func chunkDir(t *testing.T, f *keyspace.FS, array, name string) (*keyspace.Dir, string) {
+	t.Helper()
+	d := f.Root(keyspace.V3)
+	for part := range strings.SplitSeq(array, "/") {
+		d = lookupDir(t, d, part)
+	}
+	for strings.Contains(name, "/") {
+		var dirName string
+		dirName, name, _ = strings.Cut(name, "/")
+		d = lookupDir(t, d, dirName)
+	}
+	return d, name
+}
+
 // snapshot reads every file of the store except zarrfs's own state.
 func snapshot(t *testing.T, dir string) map[string]string {
 	t.Helper()

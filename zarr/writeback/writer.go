@@ -135,7 +135,8 @@ func (w *Writer) OnPublished(fn func(shardKey string)) { w.published.Store(&fn) 
 
 // Put stores data as the encoded inner chunk at inner grid coordinates of
 // a. Unsharded chunks are written to the store at once; inner chunks are
-// journaled and published with their shard later.
+// journaled and published with their shard later. The writer keeps data
+// until then: the caller must not change it.
 func (w *Writer) Put(ctx context.Context, a *zarr.Array, coords []int, data []byte) error {
 	return w.update(ctx, a, coords, data, false)
 }

@@ -75,7 +75,61 @@ func (o *Oracle) ZarrPythonAll(t testing.TB, root string) map[string]OracleResul
 	return runAll(t, o.pythonCmd(t, "all", root))
 }
 
+// zarritaConsolidated opens a web server's store as zarrita does with
+// v3 consolidated metadata and opens each node it lists, printing
+// {"path", "kind", "error"} for each as one JSON array.
+const zarritaConsolidated = `
+import { Float16Array } from "@petamoriken/float16";
+import * as zarr from "zarrita";
+globalThis.Float16Array ??= Float16Array; // as oracle.mjs: Node < 24 lacks it
+const store = await zarr.withConsolidatedMetadata(new zarr.FetchStore(process.argv[1]), { format: "v3" });
+const out = [];
+for (const { path, kind } of store.contents()) {
+  try {
+    await zarr.open.v3(zarr.root(store).resolve(path), { kind });
+    out.push({ path, kind });
+  } catch (e) {
+    out.push({ path, kind, error: String(e) });
+  }
+}
+console.log(JSON.stringify(out));
+`
+
+// ZarritaConsolidated opens the store at url (a web server) through its v3
+// consolidated metadata with zarrita (withConsolidatedMetadata over a
+// FetchStore) and opens every node that lists: their kinds ("group",
+// "array") or "error: ..." by path ("/" for the root).
+func (o *Oracle) ZarritaConsolidated(t testing.TB, url string) map[string]string {
+	t.Helper()
+	cmd := o.node(t, "--input-type=module", "-e", zarritaConsolidated, url)
+	cmd.Dir = filepath.Dir(o.zarrita) // where the script's imports resolve
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("zarrita with consolidated metadata from %s: %v\n%s", url, err, stderr.String())
+	}
+	var nodes []struct{ Path, Kind, Error string }
+	if err := json.Unmarshal(out, &nodes); err != nil {
+		t.Fatalf("zarrita with consolidated metadata printed %q: %v", out, err)
+	}
+	found := map[string]string{}
+	for _, n := range nodes {
+		found[n.Path] = n.Kind
+		if n.Error != "" {
+			found[n.Path] = "error: " + n.Error
+		}
+	}
+	return found
+}
+
 func (o *Oracle) zarritaCmd(t testing.TB, args ...string) *exec.Cmd {
+	t.Helper()
+	return o.node(t, append([]string{o.zarrita}, args...)...)
+}
+
+// node runs node, once the zarrita oracle is found installed.
+func (o *Oracle) node(t testing.TB, args ...string) *exec.Cmd {
 	t.Helper()
 	if o.zarrita == "" {
 		t.Skip("SKIP: the zarrita oracle is not installed (npm ci in a copy of ../shared/tools/oracle, then set ZARRFS_ORACLE; .ci/run does this)")
@@ -83,7 +137,7 @@ func (o *Oracle) zarritaCmd(t testing.TB, args ...string) *exec.Cmd {
 	if _, err := exec.LookPath("node"); err != nil {
 		t.Skip("SKIP: node is not installed; the zarrita oracle needs it")
 	}
-	return exec.Command("node", append([]string{o.zarrita}, args...)...)
+	return exec.Command("node", args...)
 }
 
 func (o *Oracle) pythonCmd(t testing.TB, args ...string) *exec.Cmd {

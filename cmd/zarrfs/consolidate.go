@@ -1,0 +1,45 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+
+	"github.com/zarrfs/zarrfs/zarr"
+)
+
+// runConsolidate writes consolidated metadata into the store, so that
+// readers of it through a web server, which cannot list, find every node.
+func runConsolidate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("consolidate", "STORE", stderr)
+	sf := addStoreFlags(fs)
+	if code, ok := parse(fs, args, 1, 1); !ok {
+		return code
+	}
+	loc, err := parseStore(fs.Arg(0))
+	if err != nil {
+		return fail(stderr, err)
+	}
+	if !loc.writable() {
+		return fail(stderr, fmt.Errorf("%s: not writable: consolidate writes into the store (a directory or an s3:// bucket); for a web server, run it on the directory or bucket the server publishes", fs.Arg(0)))
+	}
+	o, err := openNodes(ctx, fs.Arg(0), "", sf, false)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	defer o.store.Close()
+	c, err := zarr.Consolidate(ctx, o.h)
+	if err != nil {
+		return fail(stderr, fmt.Errorf("%s: %w", fs.Arg(0), err))
+	}
+	for _, p := range slices.Sorted(maps.Keys(c.Skipped)) {
+		fmt.Fprintf(stdout, "LEFT OUT /%s: %v\n", p, c.Skipped[p])
+	}
+	fmt.Fprintf(stdout, "consolidated %d nodes into %s\n", len(c.Nodes), o.store.String()+"/"+c.Key)
+	if len(c.Skipped) > 0 {
+		return 1
+	}
+	return 0
+}
