@@ -11,14 +11,17 @@ import (
 
 // ReadSelection reads the answer to a GET of span: the body of a 206 with
 // its Content-Range, or a 200's whole value, of declared length (-1:
-// unknown), and returns the span's bytes. An answer
-// that does not hold what was asked for (a body cut short, longer than
-// announced or than the range, another range than asked for) is refused,
-// Retryable; a range past the value's end is io.ErrUnexpectedEOF, as the
-// value is shorter.
+// unknown), and returns the span's bytes. An answer that does not hold
+// what was asked for (a body cut short, longer than announced or than the
+// range, another range than asked for) is refused, Retryable; a range past
+// the value's end is io.ErrUnexpectedEOF, as the value is shorter.
 func ReadSelection(span store.Span, body io.Reader, declared int64, contentRange string) ([]byte, error) {
-	if contentRange != "" && span.Suffix == 0 && span.Length > 0 && declared > span.Length {
-		return nil, Retryable(fmt.Errorf("%d bytes announced for a range of %d", declared, span.Length))
+	asked := span.Suffix
+	if asked == 0 {
+		asked = span.Length
+	}
+	if contentRange != "" && asked > 0 && declared > asked {
+		return nil, Retryable(fmt.Errorf("%d bytes announced for a range of %d", declared, asked))
 	}
 	b, err := span.ReadBody(body, declared)
 	if err != nil {
@@ -36,15 +39,21 @@ func ReadSelection(span store.Span, body io.Reader, declared int64, contentRange
 		return b[off : off+n], nil
 	}
 	first, last, size, ok := ContentRange(contentRange)
-	if !ok || size < 0 {
+	if !ok {
 		return nil, Retryable(fmt.Errorf("an answer with Content-Range %q", contentRange))
 	}
 	if int64(len(b)) != last-first+1 {
 		return nil, Retryable(fmt.Errorf("%d bytes for Content-Range %q: %w", len(b), contentRange, io.ErrUnexpectedEOF))
 	}
-	off, n, err := span.Resolve(size)
-	if err != nil {
-		return nil, err
+	off, n := span.Offset, int64(len(b))
+	switch {
+	case size >= 0:
+		if off, n, err = span.Resolve(size); err != nil {
+			return nil, err
+		}
+	case span.Suffix > 0 || span.Length > 0 && n != span.Length:
+		// Of a value of unknown size, only a whole range can be checked.
+		return nil, fmt.Errorf("an answer with Content-Range %q for %+v", contentRange, span)
 	}
 	if first != off || int64(len(b)) != n {
 		return nil, Retryable(fmt.Errorf("bytes [%d, %d) sent for [%d, %d) of %d", first, last+1, off, off+n, size))

@@ -102,9 +102,6 @@ func NewClient(l Limits) *Client {
 // first attempt's when sent outside Do.
 func (c *Client) HTTP() *http.Client { return c.http }
 
-// Limits are the client's limits, defaults filled in.
-func (c *Client) Limits() Limits { return c.limits }
-
 // Close closes idle connections.
 func (c *Client) Close() { c.next.CloseIdleConnections() }
 
@@ -235,7 +232,8 @@ type transport Client
 // RoundTrip sends r, failing it when no response comes within the
 // attempt's timeout (plus the time its body takes at MinRate), and hands
 // back a body that fails when it pauses longer than the timeout or takes
-// longer than its size allows. Its failures are Retryable.
+// longer than its announced size allows (a body of unknown size is bounded
+// by its pauses alone). Its failures are Retryable.
 func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	c := (*Client)(t)
 	a, ok := r.Context().Value(attemptKey{}).(attempt)
