@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"unicode"
 
 	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/store/requests"
@@ -241,14 +240,8 @@ func status(key string, resp *http.Response) error {
 // (": text"), or "" when it has none.
 func said(body io.Reader) string {
 	b, _ := io.ReadAll(io.LimitReader(body, 200))
-	text := strings.Join(strings.Fields(strings.Map(func(r rune) rune {
-		if unicode.IsPrint(r) {
-			return r
-		}
-		return ' '
-	}, strings.ToValidUTF8(string(b), " "))), " ")
-	if text == "" {
-		return ""
+	if text := requests.Printable(string(b)); text != "" {
+		return ": " + text
 	}
-	return ": " + text
+	return ""
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/zarrfs/zarrfs/zarr/store"
 )
@@ -81,4 +82,16 @@ func ContentRange(h string) (first, last, size int64, ok bool) {
 		return 0, 0, 0, false
 	}
 	return first, last, size, true
+}
+
+// Printable is what a server said (an error's code or message, the start
+// of an error page) as one line of printable text, so that it can go into
+// errors and logs.
+func Printable(said string) string {
+	return strings.Join(strings.Fields(strings.Map(func(r rune) rune {
+		if unicode.IsPrint(r) {
+			return r
+		}
+		return ' '
+	}, strings.ToValidUTF8(said, " "))), " ")
 }

@@ -409,7 +409,7 @@ func mapErr(key string, err error) error {
 	code, message := "", ""
 	var api smithy.APIError
 	if errors.As(err, &api) {
-		code, message = api.ErrorCode(), api.ErrorMessage()
+		code, message = requests.Printable(api.ErrorCode()), requests.Printable(api.ErrorMessage())
 	}
 	status := re.HTTPStatusCode()
 	said := fmt.Sprintf("HTTP %d", status)
