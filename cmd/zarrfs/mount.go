@@ -72,6 +72,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(stderr, fmt.Errorf("--log-level: %v", err))
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	sf.logger = logger
 	views, err := parseViews(*view)
 	if err != nil {
 		return fail(stderr, err)

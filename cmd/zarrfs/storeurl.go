@@ -6,11 +6,13 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -25,19 +27,33 @@ import (
 type storeFlags struct {
 	journalDir  *string
 	attempts    *int
+	timeout     *time.Duration
+	deadline    *time.Duration
 	s3Endpoint  *string
 	s3PathStyle *bool
 	s3Anonymous *bool
+	logger      *slog.Logger // of retries (default: to the flags' output)
 }
 
 func addStoreFlags(fs *flag.FlagSet) storeFlags {
 	return storeFlags{
-		attempts:    fs.Int("remote-attempts", 8, "tries of one request to a remote store on 5xx, throttling and dropped connections, with backoff and jitter"),
+		attempts:    fs.Int("remote-attempts", 8, "tries of one request to a remote store on 5xx, throttling, dropped connections, cut bodies and timeouts, with backoff and jitter"),
+		timeout:     fs.Duration("remote-timeout", 5*time.Second, "how long one try of a request to a remote store waits for the connection and the first byte, and a body may pause; doubles with each try"),
+		deadline:    fs.Duration("remote-deadline", 20*time.Second, "how long the tries of one request to a remote store may take together (a body is given time for its size besides)"),
 		journalDir:  fs.String("journal-dir", "", "where mounts of remote stores journal writes (default: $XDG_STATE_HOME/zarrfs/journals, one directory per store URL)"),
 		s3Endpoint:  fs.String("s3-endpoint", "", "S3 endpoint URL for s3:// stores (default: AWS_ENDPOINT_URL, else AWS)"),
 		s3PathStyle: fs.Bool("s3-path-style", false, "address S3 buckets in the path (most servers other than AWS need it)"),
 		s3Anonymous: fs.Bool("s3-anonymous", false, "send unsigned S3 requests (public buckets)"),
+		logger:      newLogger(fs.Output()),
 	}
+}
+
+// limits are the bounds of a remote store's requests.
+func (sf storeFlags) limits() (requests.Limits, error) {
+	if *sf.timeout <= 0 || *sf.deadline <= 0 {
+		return requests.Limits{}, fmt.Errorf("--remote-timeout and --remote-deadline must be positive")
+	}
+	return requests.Limits{MaxAttempts: *sf.attempts, Timeout: *sf.timeout, Deadline: *sf.deadline, Logger: sf.logger}, nil
 }
 
 // storeLocation is a parsed STORE argument: a local directory or zip file,
@@ -97,12 +113,17 @@ func (l storeLocation) open(ctx context.Context, sf storeFlags, readOnly bool) (
 		return zipstore.Open(l.zip)
 	case !l.remote():
 		return store.OpenDir(l.dir, readOnly)
-	case l.web != "":
-		return httpstore.Open(l.web, httpstore.Options{Limits: requests.Limits{MaxAttempts: *sf.attempts}})
+	}
+	limits, err := sf.limits()
+	if err != nil {
+		return nil, err
+	}
+	if l.web != "" {
+		return httpstore.Open(l.web, httpstore.Options{Limits: limits})
 	}
 	return s3store.Open(ctx, l.bucket, l.prefix, s3store.Options{
 		Endpoint: *sf.s3Endpoint, PathStyle: *sf.s3PathStyle, Anonymous: *sf.s3Anonymous, ReadOnly: readOnly,
-		Limits: requests.Limits{MaxAttempts: *sf.attempts},
+		Limits: limits,
 	})
 }
 

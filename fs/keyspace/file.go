@@ -259,6 +259,10 @@ func (f *Chunk) open(ctx context.Context, fresh bool) (*Handle, error) {
 		}
 		if f.arr.target != nil {
 			b, err := f.transcoded(ctx, loc)
+			if errors.Is(err, errStale) {
+				fresh = true
+				continue
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -271,6 +275,7 @@ func (f *Chunk) open(ctx context.Context, fresh bool) (*Handle, error) {
 		if f.fs.files == nil { // a store read by ranges
 			b, err := f.arr.readStored(ctx, loc)
 			if errors.Is(err, errStale) {
+				fresh = true // locate it again in the shard's new index
 				continue
 			}
 			f.fs.readAhead.after(f.arr, f.coords)
@@ -285,6 +290,7 @@ func (f *Chunk) open(ctx context.Context, fresh bool) (*Handle, error) {
 		}
 		file, release, err := f.fs.files.acquire(ctx, loc.key, loc.gen)
 		if errors.Is(err, errStale) {
+			fresh = true
 			continue
 		}
 		if err != nil {

@@ -9,12 +9,9 @@ import (
 	"fmt"
 	"io"
 	"iter"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/store/requests"
@@ -27,19 +24,17 @@ type Options struct {
 
 // Store is the tree of values below a base URL.
 type Store struct {
-	client   *http.Client
-	base     string // ending in '/'
-	opts     Options
-	requests *requests.Counter
+	client *requests.Client
+	base   string // ending in '/'
 }
 
 var _ store.Store = (*Store)(nil)
 
 // Requests counts the requests sent, by kind.
-func (s *Store) Requests() map[string]uint64 { return s.requests.Counts() }
+func (s *Store) Requests() map[string]uint64 { return s.client.Counts() }
 
 // RequestCounter is what counts the requests, for the mount's metrics.
-func (s *Store) RequestCounter() *requests.Counter { return s.requests }
+func (s *Store) RequestCounter() *requests.Counter { return s.client.Counter() }
 
 // Open returns the store below base (http:// or https://). It sends no
 // request.
@@ -48,9 +43,7 @@ func Open(base string, opts Options) (*Store, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("%s: not an http:// or https:// URL", base)
 	}
-	opts.Limits = opts.WithDefaults()
-	counter := requests.NewTransport(opts.Concurrency)
-	return &Store{client: &http.Client{Transport: counter}, base: strings.TrimSuffix(base, "/") + "/", opts: opts, requests: counter}, nil
+	return &Store{client: requests.NewClient(opts.Limits), base: strings.TrimSuffix(base, "/") + "/"}, nil
 }
 
 // String is the base URL.
@@ -61,12 +54,9 @@ func (s *Store) ReadOnly() bool { return true }
 
 // Close releases idle connections.
 func (s *Store) Close() error {
-	s.client.CloseIdleConnections()
+	s.client.Close()
 	return nil
 }
-
-// errTruncated: the connection failed or ended before the body did.
-var errTruncated = fmt.Errorf("body cut short: %w", io.ErrUnexpectedEOF)
 
 // Generations are the ETag when the server sends one, otherwise the
 // Last-Modified time and the size ("lm:TIME/SIZE"), which conditions
@@ -96,23 +86,8 @@ func (s *Store) Get(ctx context.Context, key string, span store.Span, cond store
 			return err // a generation of ours the server could not check
 		}
 		var err error
-		if b, err = span.ReadBody(resp.Body, resp.ContentLength); errors.Is(err, store.ErrTooLarge) {
+		if b, err = requests.ReadSelection(span, resp.Body, resp.ContentLength, resp.Header.Get("Content-Range")); err != nil {
 			return fmt.Errorf("%s: %w", key, err)
-		} else if err != nil {
-			return fmt.Errorf("%s: %w (%v)", key, errTruncated, err)
-		}
-		if resp.ContentLength >= 0 && int64(len(b)) != resp.ContentLength {
-			return fmt.Errorf("%s: got %d of %d bytes: %w", key, len(b), resp.ContentLength, errTruncated)
-		}
-		if resp.StatusCode == http.StatusOK {
-			// The server sent the whole value: take the span from it.
-			off, n, err := span.Resolve(int64(len(b)))
-			if err != nil {
-				return fmt.Errorf("%s: %w", key, err)
-			}
-			b = b[off : off+n]
-		} else if span.Suffix == 0 && span.Length > 0 && int64(len(b)) != span.Length {
-			return fmt.Errorf("%s: range [%d, %d+%d) of %d bytes: %w", key, span.Offset, span.Offset, span.Length, info.Size, io.ErrUnexpectedEOF)
 		}
 		return nil
 	})
@@ -200,12 +175,8 @@ func lastModifiedOf(g store.Generation) (string, bool) {
 // Content-Range for a partial response) and its generation.
 func describe(resp *http.Response) store.Info {
 	info := store.Info{Size: resp.ContentLength}
-	if cr := resp.Header.Get("Content-Range"); cr != "" {
-		if _, total, ok := strings.Cut(cr, "/"); ok && total != "*" {
-			if n, err := strconv.ParseInt(total, 10, 64); err == nil {
-				info.Size = n
-			}
-		}
+	if _, _, size, ok := requests.ContentRange(resp.Header.Get("Content-Range")); ok && size >= 0 {
+		info.Size = size
 	}
 	lm := resp.Header.Get("Last-Modified")
 	info.ModTime, _ = http.ParseTime(lm)
@@ -217,12 +188,11 @@ func describe(resp *http.Response) store.Info {
 	return info
 }
 
-// do sends a request, retrying 5xx, 429 and connection errors with
-// backoff and jitter, and hands a successful response to read.
+// do sends a request, with the retries and deadlines of package
+// requests, and hands a successful response to read.
 func (s *Store) do(ctx context.Context, method, key string, h http.Header, read func(*http.Response) error) error {
 	u := s.base + (&url.URL{Path: key}).EscapedPath()
-	backoff := 50 * time.Millisecond
-	for attempt := 1; ; attempt++ {
+	return s.client.Do(ctx, method+" "+key, func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, method, u, nil)
 		if err != nil {
 			return err
@@ -230,35 +200,25 @@ func (s *Store) do(ctx context.Context, method, key string, h http.Header, read 
 		for k, v := range h {
 			req.Header[k] = v
 		}
-		resp, err := s.client.Do(req)
-		retry := err != nil && ctx.Err() == nil
-		if err == nil {
-			err = status(key, resp)
-			retry = resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests
-			if err == nil {
-				err = read(resp)
-				// A body cut short is retried like a dropped connection.
-				retry = errors.Is(err, errTruncated)
-			}
-			io.Copy(io.Discard, resp.Body) // so the connection is reused
-			resp.Body.Close()
+		resp, err := s.client.HTTP().Do(req)
+		if err != nil {
+			return fmt.Errorf("%s: %w", key, err) // marked Retryable by the transport
 		}
-		if !retry || attempt == s.opts.MaxAttempts {
-			if err != nil && attempt > 1 {
-				err = fmt.Errorf("%w (after %d attempts)", err, attempt)
-			}
+		defer func() {
+			// Drained so that the connection is reused, unless the rest
+			// is long: closing is cheaper then.
+			io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			resp.Body.Close()
+		}()
+		if err := status(key, resp); err != nil {
 			return err
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff/2 + rand.N(backoff)):
-		}
-		backoff = min(2*backoff, s.opts.MaxBackoff)
-	}
+		return read(resp)
+	})
 }
 
-// status maps a response status to a store error naming the key.
+// status maps a response status to a store error naming the key and
+// what the server said; failures worth another attempt are Retryable.
 func status(key string, resp *http.Response) error {
 	switch resp.StatusCode {
 	case http.StatusOK, http.StatusPartialContent:
@@ -272,5 +232,19 @@ func status(key string, resp *http.Response) error {
 	case http.StatusRequestedRangeNotSatisfiable:
 		return fmt.Errorf("%s: %w (HTTP 416)", key, io.ErrUnexpectedEOF)
 	}
-	return fmt.Errorf("%s: HTTP %s", key, resp.Status)
+	err := fmt.Errorf("%s: HTTP %s%s", key, resp.Status, said(resp.Body))
+	if requests.RetryableStatus(resp.StatusCode) {
+		return requests.Retryable(err)
+	}
+	return err
+}
+
+// said is the start of an error response's body, as one printable line
+// (": text"), or "" when it has none.
+func said(body io.Reader) string {
+	b, _ := io.ReadAll(io.LimitReader(body, 200))
+	if text := requests.Printable(string(b)); text != "" {
+		return ": " + text
+	}
+	return ""
 }

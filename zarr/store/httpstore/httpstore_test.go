@@ -16,6 +16,8 @@ import (
 	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/store/httpstore"
 	"github.com/zarrfs/zarrfs/zarr/store/requests"
+	"github.com/zarrfs/zarrfs/zarr/store/storetest"
+	"github.com/zarrfs/zarrfs/zarr/store/storetest/faultproxy"
 )
 
 // serve serves dir with Go's file server, through wrap when given.
@@ -146,4 +148,27 @@ func TestFaults(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "k: HTTP 500") || requests.Load() != 4 {
 		t.Errorf("a failing server: %v after %d requests; want an error naming the key and HTTP 500 after 4", err, requests.Load())
 	}
+}
+
+// TestFaultProxy reads through a proxy in front of a real web server that
+// stalls, resets, cuts, lies and swaps files.
+func TestFaultProxy(t *testing.T) {
+	dir := t.TempDir()
+	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	t.Cleanup(srv.Close)
+	p := faultproxy.Start(t, srv.URL)
+	s, err := httpstore.Open(p.URL+"/root", httpstore.Options{Limits: storetest.FaultLimits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	mtime := time.Now().Add(-time.Hour).Truncate(time.Second)
+	storetest.RunFaults(t, storetest.FaultTarget{
+		Store: s, Proxy: p, Limits: storetest.FaultLimits.WithDefaults(),
+		Replace: func(t *testing.T, key string, b []byte) faultproxy.Object {
+			mtime = mtime.Add(time.Minute) // a new generation
+			writeFile(t, filepath.Join(dir, "root", key), string(b), mtime)
+			return faultproxy.Object{Body: b, LastModified: mtime}
+		},
+	})
 }

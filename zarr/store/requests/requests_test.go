@@ -1,10 +1,162 @@
-package requests
+package requests_test
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/zarrfs/zarrfs/zarr/store/requests"
 )
+
+// syncBuffer is a log destination safe for the client's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// get is an operation as the stores send them: one GET whose status is
+// checked and whose body is read.
+func get(c *requests.Client, url string) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := c.HTTP().Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			err := fmt.Errorf("HTTP %d", resp.StatusCode)
+			if requests.RetryableStatus(resp.StatusCode) {
+				err = requests.Retryable(err)
+			}
+			return err
+		}
+		_, err = io.ReadAll(resp.Body)
+		return err
+	}
+}
+
+// TestRetriesAreLogged: each retry is one log line saying what is retried
+// and why; a failure that is not worth retrying is not retried.
+func TestRetriesAreLogged(t *testing.T) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/missing":
+			http.NotFound(w, r)
+		case n.Add(1) <= 2:
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+		default:
+			w.Write([]byte("ok"))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	var log syncBuffer
+	c := requests.NewClient(requests.Limits{MaxBackoff: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	t.Cleanup(c.Close)
+	if err := c.Do(context.Background(), "GET the key", get(c, srv.URL+"/k")); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+	if len(lines) != 2 || n.Load() != 3 {
+		t.Fatalf("3 requests, 2 retried: %d requests, log:\n%s", n.Load(), log.String())
+	}
+	for i, l := range lines {
+		for _, want := range []string{`msg="retrying a request to the store"`, `request="GET the key"`, fmt.Sprintf("attempt=%d", i+2), "HTTP 503"} {
+			if !strings.Contains(l, want) {
+				t.Errorf("retry line %q does not say %s", l, want)
+			}
+		}
+	}
+	if got := c.Counts()["retried"]; got != 2 {
+		t.Errorf("counts %v, want 2 retried", c.Counts())
+	}
+	before := n.Load()
+	if err := c.Do(context.Background(), "GET missing", get(c, srv.URL+"/missing")); err == nil || requests.IsRetryable(err) || n.Load() != before {
+		t.Errorf("a 404: %v; want it returned at once", err)
+	}
+}
+
+// TestWaitingIsLogged: while the server has not answered the first
+// request after a second, the client says once what it waits for; a
+// canceled operation ends at once and is not retried.
+func TestWaitingIsLogged(t *testing.T) {
+	release := make(chan struct{})
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			select { // the first request waits until released
+			case <-release:
+			case <-time.After(time.Minute):
+			}
+		}
+		w.Write([]byte("ok"))
+	}))
+	t.Cleanup(srv.Close)
+	var log syncBuffer
+	c := requests.NewClient(requests.Limits{Timeout: time.Minute, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	t.Cleanup(c.Close)
+	done := make(chan error, 1)
+	go func() { done <- c.Do(context.Background(), "GET zarr.json", get(c, srv.URL+"/zarr.json")) }()
+	for i := 0; !strings.Contains(log.String(), "waiting for the store's first answer"); i++ {
+		if i == 300 {
+			t.Fatalf("nothing logged after 30s of waiting:\n%s", log.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	l := log.String()
+	if strings.Count(l, "waiting") != 1 || !strings.Contains(l, `request="GET zarr.json"`) || !strings.Contains(l, srv.URL) || !strings.Contains(l, "timeout=1m0s") {
+		t.Errorf("the waiting line does not name the request, the server and the timeout:\n%s", l)
+	}
+
+	// Canceled while the server stalls: no retry.
+	stall := make(chan struct{})
+	t.Cleanup(func() { close(stall) })
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-stall:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(slow.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	if err := c.Do(ctx, "GET stalled", get(c, slow.URL+"/k")); !errors.Is(err, context.Canceled) {
+		t.Errorf("canceled: %v", err)
+	}
+	if strings.Contains(log.String(), "retrying") {
+		t.Errorf("a canceled request was retried:\n%s", log.String())
+	}
+}
 
 // TestCounter sends requests of several kinds and outcomes to a real
 // server: each is counted once by kind and outcome, with its latency, and
@@ -23,8 +175,8 @@ func TestCounter(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	c := NewTransport(4)
-	client := &http.Client{Transport: c}
+	c := requests.NewClient(requests.Limits{Concurrency: 4})
+	client := c.HTTP()
 	send := func(method, path, rng string) {
 		req, _ := http.NewRequest(method, srv.URL+path, nil)
 		if rng != "" {
@@ -42,7 +194,7 @@ func TestCounter(t *testing.T) {
 	send("GET", "/busy", "bytes=-4")
 	send("PUT", "/changed", "")
 
-	kinds := c.Kinds()
+	kinds := c.Counter().Kinds()
 	want := map[string]map[string]uint64{
 		"ranged GET": {"ok": 1},
 		"GET":        {"ok": 1, "not found": 1},
@@ -68,7 +220,7 @@ func TestCounter(t *testing.T) {
 			t.Errorf("%s: %d latencies summing to %vs, want %d", kind, latencies, k.Seconds, n)
 		}
 	}
-	if got := c.BytesFetched(); got != 10+10 {
+	if got := c.Counter().BytesFetched(); got != 10+10 {
 		// The ranged GET's server ignores the range: 10 bytes each.
 		t.Errorf("bytes fetched %d, want 20 (the bodies of the successful GETs)", got)
 	}

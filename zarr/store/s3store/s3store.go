@@ -1,6 +1,9 @@
 // Package s3store is a store in an S3-compatible bucket, through the AWS
 // SDK for Go v2: ranged and suffix GETs tied to ETags, conditional PUTs
-// and DELETEs, listings with ListObjectsV2.
+// and DELETEs, listings with ListObjectsV2. Retries and deadlines are
+// those of package requests: the SDK's retryer is off, so that a body cut
+// short is retried like a failed request and no retry quota turns retries
+// off under load.
 package s3store
 
 import (
@@ -11,17 +14,17 @@ import (
 	"io"
 	"iter"
 	"net/http"
-	"strconv"
+	"net/url"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/store/requests"
@@ -43,36 +46,28 @@ type Options struct {
 
 // Store is a bucket, or a prefix of one, as a store.
 type Store struct {
-	client   *s3.Client
+	s3       *s3.Client
+	client   *requests.Client
 	bucket   string
 	prefix   string // "" or ending in '/'
 	readOnly bool
-	requests *requests.Counter
 }
 
 var _ store.Store = (*Store)(nil)
 
 // Requests counts the requests sent, by kind.
-func (s *Store) Requests() map[string]uint64 { return s.requests.Counts() }
+func (s *Store) Requests() map[string]uint64 { return s.client.Counts() }
 
 // RequestCounter is what counts the requests, for the mount's metrics.
-func (s *Store) RequestCounter() *requests.Counter { return s.requests }
+func (s *Store) RequestCounter() *requests.Counter { return s.client.Counter() }
 
 // Open opens the store at s3://bucket/prefix. It sends no request.
 func Open(ctx context.Context, bucket, prefix string, opts Options) (*Store, error) {
 	if bucket == "" {
 		return nil, errors.New("s3: no bucket")
 	}
-	opts.Limits = opts.WithDefaults()
-	counter := requests.NewTransport(opts.Concurrency)
-	loads := []func(*config.LoadOptions) error{
-		config.WithRetryer(func() aws.Retryer {
-			return retry.NewStandard(func(o *retry.StandardOptions) {
-				o.MaxAttempts = opts.MaxAttempts
-				o.MaxBackoff = opts.MaxBackoff
-			})
-		}),
-	}
+	client := requests.NewClient(opts.Limits)
+	var loads []func(*config.LoadOptions) error
 	if opts.Anonymous {
 		loads = append(loads, config.WithCredentialsProvider(aws.AnonymousCredentials{}))
 	}
@@ -83,12 +78,13 @@ func Open(ctx context.Context, bucket, prefix string, opts Options) (*Store, err
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
 	}
-	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
+	api := s3.NewFromConfig(cfg, func(o *s3.Options) {
 		if opts.Endpoint != "" {
 			o.BaseEndpoint = aws.String(opts.Endpoint)
 		}
 		o.UsePathStyle = opts.PathStyle
-		o.HTTPClient = &http.Client{Transport: counter}
+		o.HTTPClient = client.HTTP()
+		o.Retryer, o.RetryMaxAttempts = aws.NopRetryer{}, 0 // see the package comment
 		// Servers other than AWS may not know the newer checksums.
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
@@ -100,7 +96,7 @@ func Open(ctx context.Context, bucket, prefix string, opts Options) (*Store, err
 		}
 		prefix += "/"
 	}
-	return &Store{client: client, bucket: bucket, prefix: prefix, readOnly: opts.ReadOnly, requests: counter}, nil
+	return &Store{s3: api, client: client, bucket: bucket, prefix: prefix, readOnly: opts.ReadOnly}, nil
 }
 
 // String is the store's URL.
@@ -109,8 +105,11 @@ func (s *Store) String() string { return "s3://" + s.bucket + "/" + strings.Trim
 // ReadOnly reports whether the store refuses changes.
 func (s *Store) ReadOnly() bool { return s.readOnly }
 
-// Close releases nothing: connections are pooled by the HTTP client.
-func (s *Store) Close() error { return nil }
+// Close closes idle connections.
+func (s *Store) Close() error {
+	s.client.Close()
+	return nil
+}
 
 func (s *Store) object(key string) (*string, error) {
 	if err := store.ValidateKey(key); err != nil {
@@ -120,7 +119,9 @@ func (s *Store) object(key string) (*string, error) {
 }
 
 // Get reads span with one GET: a Range header for a range, a suffix range
-// for the last bytes, and the condition as If-Match / If-None-Match.
+// for the last bytes, and the condition as If-Match / If-None-Match. An
+// answer at another generation than If-Match asks for (a server or proxy
+// that ignores the condition) is refused with ErrPrecondition.
 func (s *Store) Get(ctx context.Context, key string, span store.Span, cond store.Cond) ([]byte, store.Info, error) {
 	obj, err := s.object(key)
 	if err != nil {
@@ -142,27 +143,29 @@ func (s *Store) Get(ctx context.Context, key string, span store.Span, cond store
 	case span.Offset > 0 || span.Length > 0:
 		in.Range = aws.String(httpRange(span))
 	}
-	out, err := s.client.GetObject(ctx, in)
+	var b []byte
+	var info store.Info
+	err = s.client.Do(ctx, "GET "+key, func(ctx context.Context) error {
+		out, err := s.s3.GetObject(ctx, in)
+		if err != nil {
+			return mapErr(key, err)
+		}
+		defer out.Body.Close()
+		info = describe(out.ETag, out.LastModified, out.ContentLength, out.ContentRange)
+		if cond.IfMatch != "" && info.Generation != cond.IfMatch {
+			return fmt.Errorf("%w: %s changed: asked for generation %s, the server answered with %s", store.ErrPrecondition, key, cond.IfMatch, info.Generation)
+		}
+		declared := int64(-1)
+		if out.ContentLength != nil {
+			declared = *out.ContentLength
+		}
+		if b, err = requests.ReadSelection(span, out.Body, declared, aws.ToString(out.ContentRange)); err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, store.Info{}, mapErr(key, err)
-	}
-	defer out.Body.Close()
-	info := describe(out.ETag, out.LastModified, out.ContentLength, out.ContentRange)
-	declared := int64(-1)
-	if out.ContentLength != nil {
-		declared = *out.ContentLength
-	}
-	b, err := span.ReadBody(out.Body, declared)
-	if err != nil {
-		return nil, info, fmt.Errorf("%s: %w", key, err)
-	}
-	if out.ContentLength != nil && int64(len(b)) != *out.ContentLength {
-		return nil, info, fmt.Errorf("%s: got %d of %d bytes: %w", key, len(b), *out.ContentLength, io.ErrUnexpectedEOF)
-	}
-	if span.Suffix == 0 && span.Length > 0 && int64(len(b)) != span.Length {
-		// A range starting inside the object but ending past it comes
-		// back shortened.
-		return nil, info, fmt.Errorf("%s: range [%d, %d+%d) of %d bytes: %w", key, span.Offset, span.Offset, span.Length, info.Size, io.ErrUnexpectedEOF)
+		return nil, info, err
 	}
 	return b, info, nil
 }
@@ -175,10 +178,14 @@ func httpRange(span store.Span) string {
 	return fmt.Sprintf("bytes=%d-%d", span.Offset, span.Offset+span.Length-1)
 }
 
-// ReadAt reads len(p) bytes at off with a ranged GET carrying If-Match.
+// ReadAt reads len(p) bytes at off with a ranged GET carrying If-Match,
+// whose answer must come from generation gen (see Get).
 func (s *Store) ReadAt(ctx context.Context, key string, gen store.Generation, p []byte, off int64) error {
 	if len(p) == 0 {
 		return nil
+	}
+	if gen == "" {
+		return fmt.Errorf("%s: a read tied to no generation", key)
 	}
 	b, _, err := s.Get(ctx, key, store.Range(off, int64(len(p))), store.Cond{IfMatch: gen})
 	if err != nil {
@@ -194,11 +201,16 @@ func (s *Store) Stat(ctx context.Context, key string) (store.Info, error) {
 	if err != nil {
 		return store.Info{}, err
 	}
-	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: obj})
-	if err != nil {
-		return store.Info{}, mapErr(key, err)
-	}
-	return describe(out.ETag, out.LastModified, out.ContentLength, nil), nil
+	var info store.Info
+	err = s.client.Do(ctx, "HEAD "+key, func(ctx context.Context) error {
+		out, err := s.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: obj})
+		if err != nil {
+			return mapErr(key, err)
+		}
+		info = describe(out.ETag, out.LastModified, out.ContentLength, nil)
+		return nil
+	})
+	return info, err
 }
 
 // Put uploads the value with one PUT, conditional as cond says; S3
@@ -209,17 +221,24 @@ func (s *Store) Put(ctx context.Context, key string, parts [][]byte, cond store.
 	}
 	// The SDK signs a seekable body: join the parts.
 	body := bytes.Join(parts, nil)
-	out, err := s.client.PutObject(ctx, &s3.PutObjectInput{
-		Bucket: &s.bucket, Key: aws.String(s.prefix + key),
-		Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))),
-		IfMatch: etag(cond.IfMatch), IfNoneMatch: etag(cond.IfNoneMatch),
+	info := store.Info{Size: int64(len(body))}
+	err := s.client.Do(ctx, "PUT "+key, func(ctx context.Context) error {
+		out, err := s.s3.PutObject(ctx, &s3.PutObjectInput{
+			Bucket: &s.bucket, Key: aws.String(s.prefix + key),
+			Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))),
+			IfMatch: etag(cond.IfMatch), IfNoneMatch: etag(cond.IfNoneMatch),
+		})
+		if err != nil {
+			return mapErr(key, err)
+		}
+		info.ModTime = time.Now()
+		if out.ETag != nil {
+			info.Generation = store.Generation(*out.ETag)
+		}
+		return nil
 	})
 	if err != nil {
-		return store.Info{}, mapErr(key, err)
-	}
-	info := store.Info{Size: int64(len(body)), ModTime: time.Now()}
-	if out.ETag != nil {
-		info.Generation = store.Generation(*out.ETag)
+		return store.Info{}, err
 	}
 	return info, nil
 }
@@ -233,8 +252,11 @@ func (s *Store) Delete(ctx context.Context, key string, cond store.Cond) error {
 	if cond.IfNoneMatch != "" {
 		return fmt.Errorf("%s: a delete cannot require that the value does not exist", key)
 	}
-	_, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: aws.String(s.prefix + key), IfMatch: etag(cond.IfMatch)})
-	if err = mapErr(key, err); errors.Is(err, store.ErrNotFound) && cond.IfMatch == "" {
+	err := s.client.Do(ctx, "DELETE "+key, func(ctx context.Context) error {
+		_, err := s.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: aws.String(s.prefix + key), IfMatch: etag(cond.IfMatch)})
+		return mapErr(key, err)
+	})
+	if errors.Is(err, store.ErrNotFound) && cond.IfMatch == "" {
 		return nil
 	}
 	return err
@@ -321,16 +343,32 @@ func (s *Store) pages(ctx context.Context, prefix, delimiter string) iter.Seq2[*
 		if delimiter != "" {
 			in.Delimiter = aws.String(delimiter)
 		}
-		p := s3.NewListObjectsV2Paginator(s.client, in)
-		for p.HasMorePages() {
-			page, err := p.NextPage(ctx)
+		what := "LIST " + full
+		if full == "" {
+			what = "LIST of the bucket's root"
+		}
+		for {
+			var page *s3.ListObjectsV2Output
+			err := s.client.Do(ctx, what, func(ctx context.Context) (err error) {
+				page, err = s.s3.ListObjectsV2(ctx, in)
+				return mapErr(what, err)
+			})
 			if err != nil {
-				yield(nil, mapErr(prefix, err))
+				yield(nil, err)
 				return
 			}
 			if !yield(page, nil) {
 				return
 			}
+			next := aws.ToString(page.NextContinuationToken)
+			if !aws.ToBool(page.IsTruncated) || next == "" {
+				return
+			}
+			if next == aws.ToString(in.ContinuationToken) {
+				yield(nil, fmt.Errorf("%s: the server repeats its continuation token", what))
+				return
+			}
+			in.ContinuationToken = &next
 		}
 	}
 }
@@ -347,40 +385,69 @@ func etag(g store.Generation) *string {
 // is the object's, from Content-Range.
 func describe(tag *string, modTime *time.Time, length *int64, contentRange *string) store.Info {
 	info := store.Info{Generation: store.Generation(aws.ToString(tag)), ModTime: aws.ToTime(modTime), Size: aws.ToInt64(length)}
-	if cr := aws.ToString(contentRange); cr != "" {
-		if _, total, ok := strings.Cut(cr, "/"); ok && total != "*" {
-			if n, err := strconv.ParseInt(total, 10, 64); err == nil {
-				info.Size = n
-			}
-		}
+	if _, _, size, ok := requests.ContentRange(aws.ToString(contentRange)); ok && size >= 0 {
+		info.Size = size
 	}
 	return info
 }
 
-// mapErr turns S3 responses into store errors naming the key and the
-// HTTP status.
+// mapErr turns S3 answers into store errors naming the key (or what was
+// listed), the HTTP status and the server's code and message; failures
+// worth another attempt are marked Retryable.
 func mapErr(key string, err error) error {
 	if err == nil {
 		return nil
 	}
 	var re *awshttp.ResponseError
-	if errors.As(err, &re) {
-		switch re.HTTPStatusCode() {
-		case http.StatusNotFound:
-			var api smithy.APIError
-			if errors.As(err, &api) && api.ErrorCode() == "NoSuchBucket" {
-				return fmt.Errorf("%s: no such bucket: %w", key, err)
-			}
-			return fmt.Errorf("%w: %s", store.ErrNotFound, key)
-		case http.StatusPreconditionFailed, http.StatusConflict:
-			// 409: a conditional write raced another one (AWS).
-			return fmt.Errorf("%w: %s changed (HTTP %d)", store.ErrPrecondition, key, re.HTTPStatusCode())
-		case http.StatusNotModified:
-			return fmt.Errorf("%w: %s", store.ErrNotModified, key)
-		case http.StatusRequestedRangeNotSatisfiable:
-			return fmt.Errorf("%s: %w (HTTP 416)", key, io.ErrUnexpectedEOF)
+	var sendErr *smithyhttp.RequestSendError
+	if errors.As(err, &sendErr) || !errors.As(err, &re) {
+		// No answer: the request failed (the error says how, and the
+		// transport marked it), or the SDK refused it.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			return &cause{fmt.Sprintf("%s: %v", key, ue), err}
 		}
-		return fmt.Errorf("%s: HTTP %d: %w", key, re.HTTPStatusCode(), err)
+		return fmt.Errorf("%s: %w", key, err)
 	}
-	return fmt.Errorf("%s: %w", key, err)
+	code, message := "", ""
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		code, message = requests.Printable(api.ErrorCode()), requests.Printable(api.ErrorMessage())
+	}
+	status := re.HTTPStatusCode()
+	said := fmt.Sprintf("HTTP %d", status)
+	for _, s := range []string{code, message} {
+		if s != "" && !strings.Contains(said, s) {
+			said += " " + s
+		}
+	}
+	switch status {
+	case http.StatusNotFound:
+		if code == "" || code == "NoSuchKey" || code == "NotFound" {
+			return fmt.Errorf("%w: %s", store.ErrNotFound, key)
+		}
+		// NoSuchBucket, or a server's way of refusing (an unknown key).
+	case http.StatusPreconditionFailed, http.StatusConflict:
+		// 409: a conditional write raced another one (AWS).
+		return fmt.Errorf("%w: %s changed (%s)", store.ErrPrecondition, key, said)
+	case http.StatusNotModified:
+		return fmt.Errorf("%w: %s", store.ErrNotModified, key)
+	case http.StatusRequestedRangeNotSatisfiable:
+		return fmt.Errorf("%s: %w (%s)", key, io.ErrUnexpectedEOF, said)
+	}
+	err = &cause{fmt.Sprintf("%s: %s", key, said), err}
+	if requests.RetryableStatus(status) || code == "SlowDown" || code == "RequestTimeout" || code == "InternalError" {
+		return requests.Retryable(err)
+	}
+	return err
 }
+
+// cause is an error worded for the user (what the server said), which
+// wraps the SDK's.
+type cause struct {
+	msg string
+	err error
+}
+
+func (c *cause) Error() string { return c.msg }
+func (c *cause) Unwrap() error { return c.err }
