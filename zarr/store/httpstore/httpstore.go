@@ -43,15 +43,15 @@ func (s *Store) Requests() map[string]uint64 { return s.requests.Counts() }
 func Open(base string, opts Options) (*Store, error) {
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%s: not an http:// or https:// URL", base)
+		return nil, fmt.Errorf("%s: not an http:// or https:// URL", store.Redacted(base))
 	}
 	opts.Limits = opts.WithDefaults()
 	counter := requests.NewTransport(opts.Concurrency)
 	return &Store{client: &http.Client{Transport: counter}, base: strings.TrimSuffix(base, "/") + "/", opts: opts, requests: counter}, nil
 }
 
-// String is the base URL.
-func (s *Store) String() string { return strings.TrimSuffix(s.base, "/") }
+// String is the base URL without its secrets.
+func (s *Store) String() string { return store.Redacted(strings.TrimSuffix(s.base, "/")) }
 
 // ReadOnly is true: web servers take no writes.
 func (s *Store) ReadOnly() bool { return true }
@@ -228,6 +228,9 @@ func (s *Store) do(ctx context.Context, method, key string, h http.Header, read 
 			req.Header[k] = v
 		}
 		resp, err := s.client.Do(req)
+		if ue := (*url.Error)(nil); errors.As(err, &ue) {
+			ue.URL = store.Redacted(ue.URL) // the error is logged
+		}
 		retry := err != nil && ctx.Err() == nil
 		if err == nil {
 			err = status(key, resp)

@@ -44,6 +44,7 @@ type Options struct {
 // Store is a bucket, or a prefix of one, as a store.
 type Store struct {
 	client   *s3.Client
+	name     string // see String
 	bucket   string
 	prefix   string // "" or ending in '/'
 	readOnly bool
@@ -97,11 +98,28 @@ func Open(ctx context.Context, bucket, prefix string, opts Options) (*Store, err
 		}
 		prefix += "/"
 	}
-	return &Store{client: client, bucket: bucket, prefix: prefix, readOnly: opts.ReadOnly, requests: counter}, nil
+	return &Store{client: client, name: name(bucket, prefix, client.Options()), bucket: bucket, prefix: prefix, readOnly: opts.ReadOnly, requests: counter}, nil
 }
 
-// String is the store's URL.
-func (s *Store) String() string { return "s3://" + s.bucket + "/" + strings.TrimSuffix(s.prefix, "/") }
+// name is the store's URL with what else chooses the server: a bucket
+// name means one bucket on AWS (whatever the region and addressing), but
+// s3://b/p on two other servers, or on one addressed by path and by host
+// name, are different stores, whose journals and caches must not mix.
+func name(bucket, prefix string, o s3.Options) string {
+	n := "s3://" + bucket + "/" + strings.TrimSuffix(prefix, "/")
+	if o.BaseEndpoint == nil {
+		return n
+	}
+	n += "?endpoint=" + store.Redacted(*o.BaseEndpoint)
+	if o.UsePathStyle {
+		n += "&path-style"
+	}
+	return n
+}
+
+// String is the store's URL, and the endpoint when it is not AWS's:
+// s3://bucket/prefix?endpoint=http://host:port&path-style.
+func (s *Store) String() string { return s.name }
 
 // ReadOnly reports whether the store refuses changes.
 func (s *Store) ReadOnly() bool { return s.readOnly }
