@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -332,7 +333,8 @@ func removeJournal(root *JournalRoot, name string, dir *os.Root) error {
 			}
 		}
 	}
-	if err := root.root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	// A directory holding more than a journal stays, as does what it holds.
+	if err := root.root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTEMPTY) {
 		errs = append(errs, fmt.Errorf("journal %s: %w", filepath.Join(root.path, name), err))
 	}
 	return errors.Join(errs...)
