@@ -79,6 +79,7 @@ const (
 	flagPublished  = 2 // a marker naming published records, not a record
 	segmentMaxSize = 64 << 20
 	ownerFile      = "owner"
+	ownerTemp      = "owner.new" // the owner file until it is locked and marked
 	segmentSuffix  = ".wal"
 )
 
@@ -99,15 +100,15 @@ func OpenJournal(root *JournalRoot) (*Journal, error) {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
 	j.dir = dir
-	// Locked before the mark is written: a directory marked but not
-	// locked is one whose writer died.
-	owner, err := dir.OpenFile(ownerFile, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	// The owner file appears under its name locked and marked: one that
+	// is not locked is a journal whose writer died.
+	owner, err := dir.OpenFile(ownerTemp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err == nil {
 		j.owner = owner
 		if ok, lerr := store.TryLock(owner); !ok || lerr != nil {
 			err = fmt.Errorf("cannot lock the owner file: %v", lerr)
-		} else {
-			_, err = owner.WriteString(ownerMagic)
+		} else if _, err = owner.WriteString(ownerMagic); err == nil {
+			err = dir.Rename(ownerTemp, ownerFile)
 		}
 	}
 	if err == nil {
@@ -327,7 +328,7 @@ func removeJournal(root *JournalRoot, name string, dir *os.Root) error {
 	}
 	var errs []error
 	for _, e := range entries {
-		if e.Type().IsRegular() && (e.Name() == ownerFile || segmentID(e.Name()) > 0) {
+		if e.Type().IsRegular() && (e.Name() == ownerFile || e.Name() == ownerTemp || segmentID(e.Name()) > 0) {
 			if err := dir.Remove(e.Name()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, err)
 			}

@@ -140,7 +140,8 @@ func openRegular(r *os.Root, name string, write bool) (*os.File, error) {
 const ownerMagic = "zarrfs journal 1\n"
 
 // openOwner opens the owner file of the journal directory dir and checks
-// that zarrfs wrote it.
+// that zarrfs wrote it: marked, or empty as zarrfs wrote it before it
+// marked them (their journals may hold acknowledged writes).
 func openOwner(dir *os.Root, write bool) (*os.File, error) {
 	f, err := openRegular(dir, ownerFile, write)
 	if err != nil {
@@ -148,7 +149,7 @@ func openOwner(dir *os.Root, write bool) (*os.File, error) {
 	}
 	b := make([]byte, len(ownerMagic)+1)
 	n, err := io.ReadFull(f, b)
-	if (err != nil && err != io.ErrUnexpectedEOF) || string(b[:n]) != ownerMagic {
+	if (err != nil && err != io.ErrUnexpectedEOF && err != io.EOF) || n > 0 && string(b[:n]) != ownerMagic {
 		f.Close()
 		return nil, fmt.Errorf("%w: %s is not a zarrfs journal's owner file", ErrUntrusted, ownerFile)
 	}
