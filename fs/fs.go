@@ -20,6 +20,7 @@ import (
 	"github.com/zarrfs/zarrfs/fs/fuseuring"
 	"github.com/zarrfs/zarrfs/fs/keyspace"
 	"github.com/zarrfs/zarrfs/zarr/store"
+	"github.com/zarrfs/zarrfs/zarr/writeback"
 )
 
 // Options configure a mount.
@@ -247,6 +248,8 @@ func (b *binding) mapError(ctx context.Context, op, path string, err error) sysc
 	case errors.Is(err, keyspace.ErrNoSpace):
 		b.opts.Logger.WarnContext(ctx, op+" refused", "path", path, "error", err)
 		return syscall.ENOSPC
+	case errors.Is(err, writeback.ErrJournalLost):
+		return syscall.EIO // the writer said so once
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		// The journal could not take the write: nothing was acknowledged.
 		b.opts.Logger.WarnContext(ctx, op+" failed: no space for the journal", "path", path, "error", err)

@@ -68,7 +68,7 @@ func runInfo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	printTree(stdout, fs.Arg(0), nodes, infos)
+	printTree(stdout, store.Redacted(fs.Arg(0)), nodes, infos)
 	return 0
 }
 
@@ -95,12 +95,12 @@ func openNodes(ctx context.Context, storeArg, path string, sf storeFlags, readOn
 	h, err := zarr.Open(ctx, s)
 	if err != nil {
 		s.Close()
-		return nil, fmt.Errorf("%s: %w", storeArg, err)
+		return nil, fmt.Errorf("%s: %w", store.Redacted(storeArg), err)
 	}
 	path = strings.Trim(path, "/")
 	if _, ok := h.Node(path); !ok {
 		s.Close()
-		return nil, fmt.Errorf("%s: no group or array at %q", storeArg, path)
+		return nil, fmt.Errorf("%s: no group or array at %q", store.Redacted(storeArg), path)
 	}
 	var nodes []*zarr.Node
 	for _, n := range h.Nodes() {

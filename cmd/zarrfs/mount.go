@@ -22,6 +22,7 @@ import (
 	"github.com/zarrfs/zarrfs/fs/keyspace"
 	"github.com/zarrfs/zarrfs/fs/metrics"
 	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/writeback"
 )
 
@@ -128,7 +129,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(stderr, err)
 	}
 	if !*readOnly && !loc.writable() {
-		logger.Warn("the store is not writable: mounting read-only", "store", storeArg)
+		logger.Warn("the store is not writable: mounting read-only", "store", store.Redacted(storeArg))
 		*readOnly = true
 	}
 	s, err := loc.open(ctx, sf, *readOnly)
@@ -138,16 +139,21 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	defer s.Close()
 	h, err := zarr.Open(ctx, s)
 	if err != nil {
-		return fail(stderr, fmt.Errorf("%s: %w", storeArg, err))
+		return fail(stderr, fmt.Errorf("%s: %w", store.Redacted(storeArg), err))
 	}
 	if err := h.Undiscoverable(); err != nil {
 		logger.Warn("mounting the root group alone", "error", err)
 	}
 
 	var writer *writeback.Writer
-	journals, err := journalDir(loc, s, *sf.journalDir)
-	if err != nil {
-		return fail(stderr, err)
+	journals, err := openJournals(loc, s, *sf.journalDir, !*readOnly)
+	switch {
+	case err != nil && !*readOnly:
+		return fail(stderr, fmt.Errorf("read-write mount refused: zarrfs cannot keep its journal safely: %w (mount --ro to read the store)", err))
+	case err != nil:
+		logger.Warn("journals of writers that died are not read: their updates are not shown", "error", err)
+	case journals != nil:
+		defer journals.Close()
 	}
 	if !*readOnly {
 		// Updates acknowledged by a mount that died go into the shards

@@ -24,9 +24,12 @@ func runRecover(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return fail(stderr, err)
 	}
 	defer o.store.Close()
-	root, err := journalDir(o.loc, o.store, *sf.journalDir)
+	root, err := openJournals(o.loc, o.store, *sf.journalDir, false)
 	if err != nil {
-		return fail(stderr, err)
+		return fail(stderr, fmt.Errorf("recover: journals not read: %w", err))
+	}
+	if root != nil {
+		defer root.Close()
 	}
 	n, err := writeback.Recover(ctx, o.h, root, newLogger(stderr))
 	if err != nil {

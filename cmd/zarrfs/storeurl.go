@@ -21,6 +21,7 @@ import (
 	"github.com/zarrfs/zarrfs/zarr/store/requests"
 	"github.com/zarrfs/zarrfs/zarr/store/s3store"
 	"github.com/zarrfs/zarrfs/zarr/store/zipstore"
+	"github.com/zarrfs/zarrfs/zarr/writeback"
 )
 
 // storeFlags are the flags that say how to reach a remote store.
@@ -75,13 +76,13 @@ func parseStore(arg string) (storeLocation, error) {
 		return localStore(u.Path), nil
 	case "s3":
 		if u.Host == "" {
-			return storeLocation{}, fmt.Errorf("%s: no bucket (s3://BUCKET/PREFIX)", arg)
+			return storeLocation{}, fmt.Errorf("%s: no bucket (s3://BUCKET/PREFIX)", store.Redacted(arg))
 		}
 		return storeLocation{bucket: u.Host, prefix: strings.Trim(u.Path, "/")}, nil
 	case "http", "https":
 		return storeLocation{web: arg}, nil
 	}
-	return storeLocation{}, fmt.Errorf("%s: unsupported store URL scheme %q (a path, file://, s3://, http://, https://)", arg, u.Scheme)
+	return storeLocation{}, fmt.Errorf("%s: unsupported store URL scheme %q (a path, file://, s3://, http://, https://)", store.Redacted(arg), u.Scheme)
 }
 
 // localStore is a directory, or a regular file (a zip).
@@ -127,28 +128,37 @@ func (l storeLocation) open(ctx context.Context, sf storeFlags, readOnly bool) (
 	})
 }
 
-// journalDir is where a mount of the store journals its writes: inside a
-// local store (so any mount of it replays them), and for a remote store
-// under dir (default: the user's state directory), one directory per
-// store URL.
-func journalDir(l storeLocation, s store.Store, dir string) (string, error) {
+// openJournals opens the directory a mount of the store journals its
+// writes in: inside a local store (so any mount of it replays them), as
+// STORE/.zarrfs/journal, and for a remote store under dir (default: the
+// user's state directory), one directory per store identity (its URL with
+// the endpoint). Every directory zarrfs makes there is 0700; an existing
+// one must be a plain directory of this user that others cannot write
+// (writeback.ErrUntrusted otherwise). With create (read-write mounts) what
+// is missing is made; without, nil means there are no journals.
+func openJournals(l storeLocation, s store.Store, dir string, create bool) (*writeback.JournalRoot, error) {
 	if l.zip != "" {
-		return "", nil // never written: no journals (reading "" finds none)
+		return nil, nil // never written: no journals
 	}
 	if !l.remote() {
-		return filepath.Join(l.dir, store.StateDir, "journal"), nil
+		return writeback.LocalJournalRoot(l.dir, create)
 	}
 	if dir == "" {
 		state := os.Getenv("XDG_STATE_HOME")
 		if state == "" {
 			home, err := os.UserHomeDir()
 			if err != nil {
-				return "", fmt.Errorf("no --journal-dir and no home directory: %w", err)
+				return nil, fmt.Errorf("no --journal-dir and no home directory: %w", err)
 			}
 			state = filepath.Join(home, ".local", "state")
 		}
 		dir = filepath.Join(state, "zarrfs", "journals")
 	}
+	if create {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("journal directory: %w", err)
+		}
+	}
 	sum := sha256.Sum256([]byte(s.String()))
-	return filepath.Join(dir, hex.EncodeToString(sum[:8])), nil
+	return writeback.OpenJournalRoot(dir, create, hex.EncodeToString(sum[:8]))
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/dtype"
 	"github.com/zarrfs/zarrfs/zarr/meta"
-	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/writeback"
 	"github.com/zarrfs/zarrfs/zarr/zarrtest"
 )
@@ -56,7 +54,12 @@ func TestOMEImagesInV2(t *testing.T) {
 
 	var logs bytes.Buffer
 	h := zarrtest.OpenHierarchy(t, dir, false)
-	w, err := writeback.New(h.Store, filepath.Join(dir, store.StateDir, "journal"), writeback.Options{})
+	journals, err := writeback.LocalJournalRoot(dir, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { journals.Close() })
+	w, err := writeback.New(h.Store, journals, writeback.Options{})
 	must(err)
 	f := keyspace.New(h, keyspace.Options{Writer: w, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	t.Cleanup(f.Close)

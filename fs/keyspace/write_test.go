@@ -27,7 +27,12 @@ func writableFS(t *testing.T) (*keyspace.FS, *writeback.Writer, string) {
 	dir := t.TempDir()
 	zarrtest.WriteV3Store(t, dir)
 	h := zarrtest.OpenHierarchy(t, dir, false)
-	w, err := writeback.New(h.Store, filepath.Join(dir, store.StateDir, "journal"), writeback.Options{})
+	journals, err := writeback.LocalJournalRoot(dir, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { journals.Close() })
+	w, err := writeback.New(h.Store, journals, writeback.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

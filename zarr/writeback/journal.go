@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
+	"io/fs"
 	"iter"
 	"maps"
 	"os"
@@ -14,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -39,14 +42,21 @@ type Record struct {
 // lives it holds an OFD lock on the directory's owner file, so other
 // processes can tell a live journal from one whose writer died.
 type Journal struct {
-	dir   string
-	owner *os.File
+	parent *JournalRoot
+	name   string   // of the directory in parent
+	dir    *os.Root // the journal's directory
+	owner  *os.File
 
 	mu      sync.Mutex
 	current *segment
 	segs    map[int]*segment
 	closed  bool
+	lost    bool // its files were removed: nothing appended survives
 }
+
+// ErrJournalLost: the journal's files were removed under it (its store
+// deleted, say), so it can no longer keep a write; writes are refused.
+var ErrJournalLost = errors.New("the journal was removed, so writes can no longer be kept")
 
 // segment is one journal file.
 type segment struct {
@@ -69,33 +79,53 @@ const (
 	flagPublished  = 2 // a marker naming published records, not a record
 	segmentMaxSize = 64 << 20
 	ownerFile      = "owner"
+	ownerTemp      = "owner.new" // the owner file until it is locked and marked
 	segmentSuffix  = ".wal"
 )
 
-// OpenJournal creates a new journal directory under root.
-func OpenJournal(root string) (*Journal, error) {
+// OpenJournal creates a new journal directory under root: 0700, its files
+// 0600, and an owner file that marks it as a journal zarrfs made.
+func OpenJournal(root *JournalRoot) (*Journal, error) {
 	host, _ := os.Hostname()
 	var r [4]byte
 	rand.Read(r[:])
-	dir := filepath.Join(root, fmt.Sprintf("%s-%d-%x", host, os.Getpid(), r))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	name := fmt.Sprintf("%s-%d-%x", host, os.Getpid(), r)
+	j := &Journal{parent: root, name: name, segs: map[int]*segment{}}
+	if err := root.root.Mkdir(name, 0o700); err != nil {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
-	owner, err := os.OpenFile(filepath.Join(dir, ownerFile), os.O_RDWR|os.O_CREATE, 0o644)
+	dir, err := root.root.OpenRoot(name)
 	if err != nil {
+		root.root.Remove(name)
 		return nil, fmt.Errorf("journal: %w", err)
 	}
-	if ok, err := store.TryLock(owner); !ok || err != nil {
-		owner.Close()
-		return nil, fmt.Errorf("journal %s: cannot lock the owner file: %v", dir, err)
+	j.dir = dir
+	// The owner file appears under its name locked and marked: one that
+	// is not locked is a journal whose writer died.
+	owner, err := dir.OpenFile(ownerTemp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err == nil {
+		j.owner = owner
+		if ok, lerr := store.TryLock(owner); !ok || lerr != nil {
+			err = fmt.Errorf("cannot lock the owner file: %v", lerr)
+		} else if _, err = owner.WriteString(ownerMagic); err == nil {
+			err = dir.Rename(ownerTemp, ownerFile)
+		}
 	}
-	j := &Journal{dir: dir, owner: owner, segs: map[int]*segment{}}
-	if err := j.rotate(); err != nil {
-		owner.Close()
-		return nil, err
+	if err == nil {
+		err = j.rotate()
 	}
-	return j, store.SyncDir(root)
+	if err == nil {
+		err = syncRoot(root.root)
+	}
+	if err != nil {
+		j.remove()
+		return nil, fmt.Errorf("journal %s: %w", j.path(), err)
+	}
+	return j, nil
 }
+
+// path names the journal's directory, for messages.
+func (j *Journal) path() string { return filepath.Join(j.parent.path, j.name) }
 
 // rotate starts a new segment; j.mu must be held (or j not yet shared).
 func (j *Journal) rotate() error {
@@ -103,7 +133,7 @@ func (j *Journal) rotate() error {
 	if j.current != nil {
 		id = j.current.id + 1
 	}
-	f, err := os.OpenFile(filepath.Join(j.dir, fmt.Sprintf("%08d%s", id, segmentSuffix)), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := j.dir.OpenFile(segmentName(id), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
@@ -111,6 +141,29 @@ func (j *Journal) rotate() error {
 	j.segs[id] = j.current
 	j.reclaim()
 	return nil
+}
+
+func segmentName(id int) string { return fmt.Sprintf("%08d%s", id, segmentSuffix) }
+
+// checkLinked fails, for good, once the current segment is no longer in
+// the file system: what is appended to it would be acknowledged and lost.
+// j.mu must be held.
+func (j *Journal) checkLinked() error {
+	if !j.lost {
+		var st unix.Stat_t
+		if err := unix.Fstat(int(j.current.f.Fd()), &st); err != nil || st.Nlink > 0 {
+			return err
+		}
+		j.lost = true
+	}
+	return fmt.Errorf("journal %s: %w", j.path(), ErrJournalLost)
+}
+
+// Lost reports whether the journal's files were removed under it.
+func (j *Journal) Lost() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.lost
 }
 
 // Append writes a record to the current segment.
@@ -129,6 +182,9 @@ func (j *Journal) Append(r Record) (Pos, error) {
 func (j *Journal) write(parts [][]byte) (Pos, error) {
 	if j.closed {
 		return Pos{}, errors.New("journal: closed")
+	}
+	if err := j.checkLinked(); err != nil {
+		return Pos{}, err
 	}
 	var size int64
 	for _, p := range parts {
@@ -195,7 +251,7 @@ func (j *Journal) reclaim() {
 			return
 		}
 		seg.f.Close()
-		os.Remove(seg.f.Name())
+		j.dir.Remove(segmentName(id))
 		delete(j.segs, id)
 	}
 }
@@ -214,6 +270,10 @@ func (j *Journal) Bytes() int64 {
 // Sync makes every appended record durable.
 func (j *Journal) Sync() error {
 	j.mu.Lock()
+	if err := j.checkLinked(); err != nil {
+		j.mu.Unlock()
+		return err
+	}
 	files := make([]*os.File, 0, len(j.segs))
 	for _, s := range j.segs {
 		files = append(files, s.f)
@@ -235,17 +295,75 @@ func (j *Journal) Close() error {
 	if j.closed {
 		return nil
 	}
+	lost := j.checkLinked() != nil
 	j.closed = true
 	live := 0
 	for _, s := range j.segs {
 		live += s.live
 		s.f.Close()
 	}
-	defer j.owner.Close()
-	if live > 0 {
-		return fmt.Errorf("journal %s: %d records are not published; the next read-write mount replays them", j.dir, live)
+	if live == 0 {
+		return j.remove()
 	}
-	return os.RemoveAll(j.dir)
+	j.owner.Close()
+	j.dir.Close()
+	if lost {
+		return fmt.Errorf("journal %s was removed: %d updates that are not published are lost", j.path(), live)
+	}
+	return fmt.Errorf("journal %s: %d records are not published; the next read-write mount replays them", j.path(), live)
+}
+
+// remove deletes the journal's files and its directory; j.mu must be held
+// (or j not yet shared).
+func (j *Journal) remove() error {
+	err := removeJournal(j.parent, j.name, j.dir)
+	if j.owner != nil {
+		j.owner.Close() // the lock is held until the files are gone
+	}
+	j.dir.Close()
+	return err
+}
+
+// removeJournal deletes the journal directory name in root, dir open on
+// it: the files a journal holds, then the directory. Anything else in it
+// stays, and so does the directory: zarrfs removes only what it made.
+func removeJournal(root *JournalRoot, name string, dir *os.Root) error {
+	f, err := dir.Open(".")
+	if err != nil {
+		return err
+	}
+	entries, err := f.ReadDir(-1)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		if e.Type().IsRegular() && (e.Name() == ownerFile || e.Name() == ownerTemp || segmentID(e.Name()) > 0) {
+			if err := dir.Remove(e.Name()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	// A directory holding more than a journal stays, as does what it holds.
+	if err := root.root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTEMPTY) {
+		errs = append(errs, fmt.Errorf("journal %s: %w", filepath.Join(root.path, name), err))
+	}
+	return errors.Join(errs...)
+}
+
+// segmentID is the number a segment file's name carries, 0 for any other
+// name.
+func segmentID(name string) int {
+	num, ok := strings.CutSuffix(name, segmentSuffix)
+	if !ok || len(num) != 8 {
+		return 0
+	}
+	id, err := strconv.Atoi(num)
+	if err != nil || id < 0 || segmentName(id) != name {
+		return 0
+	}
+	return id
 }
 
 // recordParts frames a record: magic, body length, crc32c, body. The
@@ -390,26 +508,30 @@ func uvarint(b []byte) (v uint64, k int) {
 	return v, k
 }
 
-// readEntries yields the entries of a journal directory in order. Each
-// segment ends at its first torn entry.
-func readEntries(dir string) iter.Seq2[entry, error] {
+// readEntries yields the entries of the journal directory dir in order.
+// Each segment ends at its first torn entry.
+func readEntries(dir *os.Root) iter.Seq2[entry, error] {
 	return func(yield func(entry, error) bool) {
-		entries, err := os.ReadDir(dir)
+		f, err := dir.Open(".")
+		if err != nil {
+			yield(entry{}, err)
+			return
+		}
+		entries, err := f.ReadDir(-1)
+		f.Close()
 		if err != nil {
 			yield(entry{}, err)
 			return
 		}
 		var ids []int
 		for _, e := range entries {
-			if name, ok := strings.CutSuffix(e.Name(), segmentSuffix); ok {
-				if id, err := strconv.Atoi(name); err == nil {
-					ids = append(ids, id)
-				}
+			if id := segmentID(e.Name()); id > 0 {
+				ids = append(ids, id)
 			}
 		}
 		slices.Sort(ids)
 		for _, id := range ids {
-			b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("%08d%s", id, segmentSuffix)))
+			b, err := readSegment(dir, segmentName(id))
 			if err != nil {
 				yield(entry{}, err)
 				return
@@ -429,36 +551,78 @@ func readEntries(dir string) iter.Seq2[entry, error] {
 	}
 }
 
-// orphan is a journal whose writer died, locked by this process for replay.
-type orphan struct {
-	dir   string
-	owner *os.File
-}
-
-// orphans finds and locks the journals under root that no live process owns.
-func orphans(root string) ([]orphan, error) {
-	entries, err := os.ReadDir(root)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
+// readSegment reads a segment file, which must be a regular file.
+func readSegment(dir *os.Root, name string) ([]byte, error) {
+	f, err := openRegular(dir, name, false)
 	if err != nil {
 		return nil, err
 	}
-	var out []orphan
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+// orphan is a journal whose writer died, locked by this process for replay.
+type orphan struct {
+	name  string
+	dir   *os.Root
+	owner *os.File
+}
+
+func (o orphan) close() {
+	o.owner.Close()
+	o.dir.Close()
+}
+
+// journalDirs calls fn for every journal directory in root, open, with
+// its owner file, opened for writing with write. Entries that are not
+// journals zarrfs made are passed over and reported to skip.
+func journalDirs(root *JournalRoot, write bool, skip func(name string, err error), fn func(name string, dir *os.Root, owner *os.File) error) error {
+	if root == nil {
+		return nil
+	}
+	f, err := root.root.Open(".")
+	if err != nil {
+		return fmt.Errorf("journals in %s: %w", root.path, err)
+	}
+	entries, err := f.ReadDir(-1)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("journals in %s: %w", root.path, err)
+	}
 	for _, e := range entries {
-		if !e.IsDir() {
+		dir, err := openPrivateDir(root.root, e.Name(), false)
+		if err != nil || dir == nil {
+			skip(e.Name(), err)
 			continue
 		}
-		dir := filepath.Join(root, e.Name())
-		owner, err := os.OpenFile(filepath.Join(dir, ownerFile), os.O_RDWR|os.O_CREATE, 0o644)
-		if err != nil {
-			return out, err
+		owner, err := openOwner(dir, write)
+		if errors.Is(err, fs.ErrNotExist) {
+			dir.Close() // being created
+			continue
 		}
+		if err != nil {
+			dir.Close()
+			skip(e.Name(), err)
+			continue
+		}
+		if err := fn(e.Name(), dir, owner); err != nil {
+			return fmt.Errorf("journal %s: %w", filepath.Join(root.path, e.Name()), err)
+		}
+	}
+	return nil
+}
+
+// orphans finds and locks the journals in root that no live process owns.
+func orphans(root *JournalRoot, skip func(name string, err error)) ([]orphan, error) {
+	var out []orphan
+	err := journalDirs(root, true, skip, func(name string, dir *os.Root, owner *os.File) error {
 		if ok, _ := store.TryLock(owner); !ok {
 			owner.Close() // alive
-			continue
+			dir.Close()
+			return nil
 		}
-		out = append(out, orphan{dir: dir, owner: owner})
-	}
-	return out, nil
+		out = append(out, orphan{name: name, dir: dir, owner: owner})
+		return nil
+	})
+	return out, err
 }

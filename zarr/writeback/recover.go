@@ -7,40 +7,47 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/zarrfs/zarrfs/zarr"
 )
 
-// Recover publishes the journals that writers which died left under
-// journalRoot, into the shards of h, and removes them. Journals of live
-// writers are left alone. It returns the number of records replayed.
-func Recover(ctx context.Context, h *zarr.Hierarchy, journalRoot string, logger *slog.Logger) (int, error) {
+// Recover publishes the journals that writers which died left in root,
+// into the shards of h, and removes them. Journals of live writers, and
+// what is not a journal zarrfs made, are left alone. It returns the number
+// of records replayed.
+func Recover(ctx context.Context, h *zarr.Hierarchy, root *JournalRoot, logger *slog.Logger) (int, error) {
 	if h.Store.ReadOnly() {
 		return 0, ErrNotWritable
 	}
-	found, err := orphans(journalRoot)
+	found, err := orphans(root, skipLogger(root, logger))
 	if err != nil {
-		return 0, fmt.Errorf("journals in %s: %w", journalRoot, err)
+		return 0, err
 	}
 	total := 0
 	var errs []error
 	for _, o := range found {
-		n, err := replay(ctx, h, o.dir, logger)
+		path := filepath.Join(root.path, o.name)
+		n, err := replay(ctx, h, o.dir, path, logger)
 		total += n
-		if err != nil {
-			errs = append(errs, fmt.Errorf("journal %s: %w", o.dir, err))
-			o.owner.Close()
-			continue
+		if err == nil {
+			err = removeJournal(root, o.name, o.dir)
 		}
-		err = os.RemoveAll(o.dir)
-		o.owner.Close()
+		o.close()
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("journal %s: %w", path, err))
 		}
 	}
 	return total, errors.Join(errs...)
+}
+
+// skipLogger logs the entries of root that are not journals.
+func skipLogger(root *JournalRoot, logger *slog.Logger) func(string, error) {
+	return func(name string, err error) {
+		logger.Warn("not a zarrfs journal: left alone", "path", filepath.Join(root.path, name), "reason", err)
+	}
 }
 
 // shardUpdates are the last updates of one shard found in a journal.
@@ -50,8 +57,8 @@ type shardUpdates struct {
 }
 
 // replay applies one journal into the shards.
-func replay(ctx context.Context, h *zarr.Hierarchy, dir string, logger *slog.Logger) (int, error) {
-	shards, n, err := collect(h, dir, logger)
+func replay(ctx context.Context, h *zarr.Hierarchy, dir *os.Root, path string, logger *slog.Logger) (int, error) {
+	shards, n, err := collect(h, dir, path, logger)
 	if err != nil {
 		return 0, err
 	}
@@ -62,7 +69,7 @@ func replay(ctx context.Context, h *zarr.Hierarchy, dir string, logger *slog.Log
 		}
 	}
 	if n > 0 {
-		logger.Info("replayed a journal left by a writer that died", "journal", dir, "records", n, "shards", len(shards))
+		logger.Info("replayed a journal left by a writer that died", "journal", path, "records", n, "shards", len(shards))
 	}
 	return n, nil
 }
@@ -71,7 +78,7 @@ func replay(ctx context.Context, h *zarr.Hierarchy, dir string, logger *slog.Log
 // marker says it is published (its chunk may have changed since), by
 // shard, and how many records that is. Records that no longer fit their
 // array are logged and skipped.
-func collect(h *zarr.Hierarchy, dir string, logger *slog.Logger) (map[string]*shardUpdates, int, error) {
+func collect(h *zarr.Hierarchy, dir *os.Root, path string, logger *slog.Logger) (map[string]*shardUpdates, int, error) {
 	type chunkKey struct {
 		shard string
 		chunk int
@@ -105,7 +112,7 @@ func collect(h *zarr.Hierarchy, dir string, logger *slog.Logger) (map[string]*sh
 		}
 		a, err := journaledArray(h, e.Record)
 		if err != nil {
-			logger.Warn("journal record skipped", "journal", dir, "key", e.Shard, "error", err)
+			logger.Warn("journal record skipped", "journal", path, "key", e.Shard, "error", err)
 			continue
 		}
 		n++

@@ -1,8 +1,6 @@
 package writeback
 
 import (
-	"errors"
-	"fmt"
 	"log/slog"
 	"maps"
 	"os"
@@ -27,14 +25,14 @@ type JournalInfo struct {
 	Shards  []string
 }
 
-// Journals lists the journals under root without locking or changing
-// them: a read-only process can call it while writers run.
-func Journals(h *zarr.Hierarchy, root string, logger *slog.Logger) ([]JournalInfo, error) {
+// Journals lists the journals in root without locking or changing them:
+// a read-only process can call it while writers run.
+func Journals(h *zarr.Hierarchy, root *JournalRoot, logger *slog.Logger) ([]JournalInfo, error) {
 	var out []JournalInfo
-	err := forJournals(root, func(dir string, alive bool) error {
-		info := JournalInfo{Dir: dir, Alive: alive}
+	err := forJournals(root, logger, func(dir *os.Root, path string, alive bool) error {
+		info := JournalInfo{Dir: path, Alive: alive}
 		if !alive {
-			shards, n, err := collect(h, dir, logger)
+			shards, n, err := collect(h, dir, path, logger)
 			if err != nil {
 				return err
 			}
@@ -46,38 +44,18 @@ func Journals(h *zarr.Hierarchy, root string, logger *slog.Logger) ([]JournalInf
 	return out, err
 }
 
-// forJournals calls fn for every journal directory under root, telling
+// forJournals calls fn for every journal directory in root, telling
 // whether its writer is alive.
-func forJournals(root string, fn func(dir string, alive bool) error) error {
-	entries, err := os.ReadDir(root)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("journals in %s: %w", root, err)
-	}
-	for _, e := range entries {
-		if !e.IsDir() {
-			continue
-		}
-		dir := filepath.Join(root, e.Name())
-		owner, err := os.Open(filepath.Join(dir, ownerFile))
-		if errors.Is(err, os.ErrNotExist) {
-			continue // being created
-		}
-		if err != nil {
-			return fmt.Errorf("journal %s: %w", dir, err)
-		}
+func forJournals(root *JournalRoot, logger *slog.Logger, fn func(dir *os.Root, path string, alive bool) error) error {
+	return journalDirs(root, false, skipLogger(root, logger), func(name string, dir *os.Root, owner *os.File) error {
+		defer dir.Close()
 		alive, err := store.Locked(owner)
 		owner.Close()
 		if err != nil {
-			return fmt.Errorf("journal %s: %w", dir, err)
+			return err
 		}
-		if err := fn(dir, alive); err != nil {
-			return fmt.Errorf("journal %s: %w", dir, err)
-		}
-	}
-	return nil
+		return fn(dir, filepath.Join(root.path, name), alive)
+	})
 }
 
 // Overlay holds the unpublished updates of journals whose writers died,
@@ -92,17 +70,17 @@ type Overlay struct {
 
 // LoadOverlay reads the journals of dead writers under root. It returns
 // nil when they hold no unpublished update.
-func LoadOverlay(h *zarr.Hierarchy, root string, logger *slog.Logger) (*Overlay, []JournalInfo, error) {
+func LoadOverlay(h *zarr.Hierarchy, root *JournalRoot, logger *slog.Logger) (*Overlay, []JournalInfo, error) {
 	o := &Overlay{shards: map[string]*shardUpdates{}, seq: map[string]map[int]uint64{}, time: time.Now()}
 	var infos []JournalInfo
 	var seq uint64
-	err := forJournals(root, func(dir string, alive bool) error {
-		info := JournalInfo{Dir: dir, Alive: alive}
+	err := forJournals(root, logger, func(dir *os.Root, path string, alive bool) error {
+		info := JournalInfo{Dir: path, Alive: alive}
 		defer func() { infos = append(infos, info) }()
 		if alive {
 			return nil
 		}
-		shards, n, err := collect(h, dir, logger)
+		shards, n, err := collect(h, dir, path, logger)
 		if err != nil {
 			return err
 		}

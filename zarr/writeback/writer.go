@@ -52,6 +52,7 @@ type Writer struct {
 	opts    Options
 
 	appendMu sync.Mutex // orders journal appends with pending map updates
+	lostOnce sync.Once  // logs that the journal was removed
 	mu       sync.Mutex // guards the fields below; updates write the journal without it
 	shards   map[string]*pendingShard
 	pending  int64 // bytes of pending chunk data
@@ -100,8 +101,8 @@ type Pending struct {
 // ErrNotWritable: the store is read-only.
 var ErrNotWritable = errors.New("store is not writable")
 
-// New starts a writer whose journal lives under journalRoot.
-func New(s store.Store, journalRoot string, opts Options) (*Writer, error) {
+// New starts a writer whose journal lives in journalRoot.
+func New(s store.Store, journalRoot *JournalRoot, opts Options) (*Writer, error) {
 	if s.ReadOnly() {
 		return nil, ErrNotWritable
 	}
@@ -162,7 +163,7 @@ func (w *Writer) update(ctx context.Context, a *zarr.Array, coords []int, data [
 	pos, err := w.journal.Append(Record{Array: a.Path, Shard: key, Chunk: local, Delete: del, Data: data})
 	if err != nil {
 		w.appendMu.Unlock()
-		return err
+		return w.journalFailed(err)
 	}
 	w.mu.Lock()
 	now := time.Now()
@@ -309,7 +310,18 @@ func (w *Writer) Stats() Stats {
 }
 
 // Sync makes every acknowledged update durable on disk.
-func (w *Writer) Sync() error { return w.journal.Sync() }
+func (w *Writer) Sync() error { return w.journalFailed(w.journal.Sync()) }
+
+// journalFailed passes on an error of the journal, saying once that the
+// journal was removed: every write is refused from then on.
+func (w *Writer) journalFailed(err error) error {
+	if errors.Is(err, ErrJournalLost) {
+		w.lostOnce.Do(func() {
+			w.opts.Logger.Error("the journal was removed (was the store deleted?): writes fail with EIO from now on, and updates not yet published are lost if they cannot be published before the mount ends", "error", err, "unpublished", w.Unpublished())
+		})
+	}
+	return err
+}
 
 // publishLoop publishes shards as they become due.
 func (w *Writer) publishLoop() {
@@ -324,7 +336,11 @@ func (w *Writer) publishLoop() {
 		}
 		for _, key := range w.due(time.Now()) {
 			if err := w.publish(context.Background(), key); err != nil {
-				w.opts.Logger.Error("publishing a shard failed; its updates stay journaled and are retried", "key", key, "error", err)
+				msg := "publishing a shard failed; its updates stay journaled and are retried"
+				if w.journal.Lost() {
+					msg = "publishing a shard failed; it is retried, but its journal was removed: its updates are lost if the mount ends first"
+				}
+				w.opts.Logger.Error(msg, "key", key, "error", err)
 			}
 		}
 	}
@@ -395,7 +411,7 @@ func (w *Writer) publish(ctx context.Context, key string) error {
 	}
 	w.publishedChunks.Add(uint64(len(done)))
 	if len(done) > 0 {
-		if err := w.journal.Published(done); err != nil {
+		if err := w.journal.Published(done); err != nil && !errors.Is(err, ErrJournalLost) {
 			// A replay would apply them again, over whatever other
 			// writers put in their chunks meanwhile.
 			w.opts.Logger.Error("marking journal records published failed", "key", key, "error", err)

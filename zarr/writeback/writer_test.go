@@ -92,7 +92,7 @@ func TestOneRewritePerShard(t *testing.T) {
 	cs := &countingStore{Dir: openStore(t, dir)}
 	// No publish can fall between the puts: the shard is published when
 	// its last inner chunk completes it.
-	w, err := New(cs, filepath.Join(dir, ".zarrfs", "journal"), Options{IdleDelay: time.Hour, MaxDelay: time.Hour})
+	w, err := New(cs, testJournalRoot(t, dir), Options{IdleDelay: time.Hour, MaxDelay: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestInPlaceAndDelete(t *testing.T) {
 	_, a := newArray(t, dir, []meta.Codec{zarrtest.BytesLE})
 	ctx := context.Background()
 	s := openStore(t, dir)
-	w, err := New(s, filepath.Join(dir, ".zarrfs", "journal"), Options{})
+	w, err := New(s, testJournalRoot(t, dir), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestRefusesToRewriteCorruptShard(t *testing.T) {
 	_, a := newArray(t, dir, zstdInner)
 	ctx := context.Background()
 	s := openStore(t, dir)
-	w, err := New(s, filepath.Join(dir, ".zarrfs", "journal"), Options{})
+	w, err := New(s, testJournalRoot(t, dir), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func TestWriterHelperProcess(t *testing.T) {
 	if mode != "column" { // nothing may be published but what it flushes
 		opts = Options{IdleDelay: time.Hour, MaxDelay: time.Hour}
 	}
-	w, err := New(s, filepath.Join(dir, ".zarrfs", "journal"), opts)
+	w, err := New(s, testJournalRoot(t, dir), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +290,7 @@ func TestRecoverAfterCrash(t *testing.T) {
 	f, _ := os.OpenFile(journals[0], os.O_APPEND|os.O_WRONLY, 0)
 	f.Write(encodeRecord(Record{Array: "a", Shard: "a/c/0/0", Chunk: 5, Data: []byte("torn")})[:20])
 	f.Close()
-	n, err := Recover(context.Background(), h, filepath.Join(dir, ".zarrfs", "journal"), slog.New(slog.DiscardHandler))
+	n, err := Recover(context.Background(), h, testJournalRoot(t, dir), slog.New(slog.DiscardHandler))
 	if err != nil || n != 8 {
 		t.Fatalf("Recover = %d, %v; want 8 records", n, err)
 	}
@@ -302,7 +302,7 @@ func TestRecoverAfterCrash(t *testing.T) {
 	if entries, _ := os.ReadDir(filepath.Join(dir, ".zarrfs", "journal")); len(entries) != 0 {
 		t.Fatalf("replayed journals left behind: %v", entries)
 	}
-	if n, err := Recover(context.Background(), h, filepath.Join(dir, ".zarrfs", "journal"), slog.New(slog.DiscardHandler)); n != 0 || err != nil {
+	if n, err := Recover(context.Background(), h, testJournalRoot(t, dir), slog.New(slog.DiscardHandler)); n != 0 || err != nil {
 		t.Fatalf("second Recover = %d, %v", n, err)
 	}
 }
@@ -318,7 +318,7 @@ func TestRecoverSkipsPublished(t *testing.T) {
 		t.Fatalf("helper: %v\n%s", err, out)
 	}
 	ctx := context.Background()
-	w, err := New(openStore(t, dir), filepath.Join(dir, ".zarrfs", "journal"), Options{})
+	w, err := New(openStore(t, dir), testJournalRoot(t, dir), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +328,7 @@ func TestRecoverSkipsPublished(t *testing.T) {
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	n, err := Recover(ctx, h, filepath.Join(dir, ".zarrfs", "journal"), slog.New(slog.DiscardHandler))
+	n, err := Recover(ctx, h, testJournalRoot(t, dir), slog.New(slog.DiscardHandler))
 	if err != nil || n != 1 {
 		t.Fatalf("Recover = %d, %v; want the 1 unpublished record", n, err)
 	}
@@ -355,7 +355,7 @@ func TestTwoProcessesLoseNothing(t *testing.T) {
 		procs = append(procs, cmd)
 	}
 	ctx := context.Background()
-	w, err := New(openStore(t, dir), filepath.Join(dir, ".zarrfs", "journal"), Options{IdleDelay: 20 * time.Millisecond, MaxDelay: 50 * time.Millisecond})
+	w, err := New(openStore(t, dir), testJournalRoot(t, dir), Options{IdleDelay: 20 * time.Millisecond, MaxDelay: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,4 +416,16 @@ func (e entry) encode() []byte {
 		return encodeMarker(e.published)
 	}
 	return encodeRecord(e.Record)
+}
+
+// testJournalRoot opens the journal directory of the store at dir, as a
+// read-write mount does.
+func testJournalRoot(t *testing.T, dir string) *JournalRoot {
+	t.Helper()
+	r, err := LocalJournalRoot(dir, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
 }

@@ -41,13 +41,13 @@ func (s *Store) RequestCounter() *requests.Counter { return s.client.Counter() }
 func Open(base string, opts Options) (*Store, error) {
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%s: not an http:// or https:// URL", base)
+		return nil, fmt.Errorf("%s: not an http:// or https:// URL", store.Redacted(base))
 	}
 	return &Store{client: requests.NewClient(opts.Limits), base: strings.TrimSuffix(base, "/") + "/"}, nil
 }
 
-// String is the base URL.
-func (s *Store) String() string { return strings.TrimSuffix(s.base, "/") }
+// String is the base URL without its secrets.
+func (s *Store) String() string { return store.Redacted(strings.TrimSuffix(s.base, "/")) }
 
 // ReadOnly is true: web servers take no writes.
 func (s *Store) ReadOnly() bool { return true }
@@ -201,6 +201,9 @@ func (s *Store) do(ctx context.Context, method, key string, h http.Header, read 
 			req.Header[k] = v
 		}
 		resp, err := s.client.HTTP().Do(req)
+		if ue := (*url.Error)(nil); errors.As(err, &ue) {
+			ue.URL = store.Redacted(ue.URL) // the error is logged
+		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", key, err) // marked Retryable by the transport
 		}

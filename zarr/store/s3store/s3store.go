@@ -48,6 +48,7 @@ type Options struct {
 type Store struct {
 	s3       *s3.Client
 	client   *requests.Client
+	name     string // see String
 	bucket   string
 	prefix   string // "" or ending in '/'
 	readOnly bool
@@ -96,11 +97,28 @@ func Open(ctx context.Context, bucket, prefix string, opts Options) (*Store, err
 		}
 		prefix += "/"
 	}
-	return &Store{s3: api, client: client, bucket: bucket, prefix: prefix, readOnly: opts.ReadOnly}, nil
+	return &Store{s3: api, client: client, name: name(bucket, prefix, api.Options()), bucket: bucket, prefix: prefix, readOnly: opts.ReadOnly}, nil
 }
 
-// String is the store's URL.
-func (s *Store) String() string { return "s3://" + s.bucket + "/" + strings.TrimSuffix(s.prefix, "/") }
+// name is the store's URL with what else chooses the server: a bucket
+// name means one bucket on AWS (whatever the region and addressing), but
+// s3://b/p on two other servers, or on one addressed by path and by host
+// name, are different stores, whose journals and caches must not mix.
+func name(bucket, prefix string, o s3.Options) string {
+	n := "s3://" + bucket + "/" + strings.TrimSuffix(prefix, "/")
+	if o.BaseEndpoint == nil {
+		return n
+	}
+	n += "?endpoint=" + store.Redacted(*o.BaseEndpoint)
+	if o.UsePathStyle {
+		n += "&path-style"
+	}
+	return n
+}
+
+// String is the store's URL, and the endpoint when it is not AWS's:
+// s3://bucket/prefix?endpoint=http://host:port&path-style.
+func (s *Store) String() string { return s.name }
 
 // ReadOnly reports whether the store refuses changes.
 func (s *Store) ReadOnly() bool { return s.readOnly }
