@@ -82,7 +82,7 @@ func (n *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		child = &dirNode{b: n.b, d: e.Dir}
 	} else {
 		fn := newFileNode(n.b, e.File)
-		if c, ok := e.File.(*keyspace.Chunk); ok && n.b.opts.ReadOnly && c.Upcoming() && fn.preparePush(ctx, e.Attr.Size) {
+		if c, ok := e.File.(*keyspace.Chunk); ok && n.b.opts.ReadOnly && c.Upcoming() && fn.preparePush(ctx, c, e.Attr.Size) {
 			pushing = fn
 		}
 		child = fn
@@ -273,12 +273,12 @@ var (
 // asks isatty, an IOCTL) or from pushOnceKnown, whichever comes first.
 // Best effort: a READ that comes before it is served as always, with the
 // same bytes.
-func (n *fileNode) preparePush(ctx context.Context, size int64) bool {
-	if size <= 0 {
-		return false
+func (n *fileNode) preparePush(ctx context.Context, c *keyspace.Chunk, size int64) bool {
+	if size <= 0 || size > c.MaxSize() {
+		return false // the READ says what is wrong with a size beyond any chunk's
 	}
 	buf := make([]byte, size)
-	if got, err := n.file().ReadAt(ctx, buf, 0); int64(got) != size || err != nil && err != io.EOF {
+	if got, err := c.ReadAt(ctx, buf, 0); int64(got) != size || err != nil && err != io.EOF {
 		return false // the READ will say what is wrong
 	}
 	n.push.Store(&buf)
