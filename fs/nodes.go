@@ -26,6 +26,7 @@ type rootNode struct {
 var (
 	_ = (gofs.NodeOnAdder)((*rootNode)(nil))
 	_ = (gofs.NodeLookuper)((*rootNode)(nil))
+	_ = (gofs.NodeReaddirer)((*rootNode)(nil))
 )
 
 func (r *rootNode) OnAdd(ctx context.Context) {
@@ -46,6 +47,16 @@ func (r *rootNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	}
 	r.b.fill(child.Operations().(*dirNode).d.Attr(), &out.Attr)
 	return child, 0
+}
+
+// Readdir lists the views only: go-fuse would list every child inode,
+// .zarrfs too once it was looked up (see statsDirName).
+func (r *rootNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
+	var entries []fuse.DirEntry
+	for _, v := range r.b.opts.Views {
+		entries = append(entries, fuse.DirEntry{Name: v.String(), Mode: syscall.S_IFDIR, Ino: r.b.ks.Root(v).Attr().Ino})
+	}
+	return gofs.NewListDirStream(entries), 0
 }
 
 // dirNode is a directory of a view.
