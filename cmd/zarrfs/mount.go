@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/exec"
 	"runtime/debug"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -29,7 +31,10 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	readOnly := flags.Bool("ro", false, "mount read-only")
 	view := flags.String("view", "both", "key spaces to show: both (as v3/ and v2/), v3 or v2 (at the root)")
 	sep := flags.String("v2-separator", ".", "dimension separator of v2 chunk keys: . or /")
-	allowOther := flags.Bool("allow-other", false, "let other users access the mount")
+	allowOther := flags.Bool("allow-other", false, "let other users access the mount, as --uid, --gid and --umask allow (the kernel checks them)")
+	uid := flags.Int("uid", os.Getuid(), "owner of every file and directory")
+	gid := flags.Int("gid", os.Getgid(), "group of every file and directory")
+	umask := flags.String("umask", "022", "permission bits (octal) cleared from 0666 for files and 0777 for directories; read-only mounts also clear the write bits")
 	logLevel := flags.String("log-level", "info", "debug, info, warn or error (debug also logs every FUSE request)")
 	cacheSize := flags.String("cache-size", "256MiB", "bound of the shard index and chunk cache (e.g. 64MiB, 1GiB, or bytes)")
 	cacheDir := flags.String("cache-dir", "", "keep shard indexes and chunks of remote stores in this directory across mounts (default: none)")
@@ -84,6 +89,13 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if *statsInterval < 0 {
 		return fail(stderr, fmt.Errorf("--stats-interval must not be negative"))
+	}
+	if *uid < 0 || *uid > math.MaxUint32-1 || *gid < 0 || *gid > math.MaxUint32-1 {
+		return fail(stderr, fmt.Errorf("--uid and --gid must be user and group ids, not %d and %d", *uid, *gid))
+	}
+	mask, err := strconv.ParseUint(*umask, 8, 32)
+	if err != nil || mask > 0o777 {
+		return fail(stderr, fmt.Errorf("--umask must be octal permission bits such as 022 or 077, not %q", *umask))
 	}
 	// The cache is most of what zarrfs keeps in memory. A soft limit a
 	// little above it makes the garbage collector run more often rather
@@ -192,6 +204,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	defer ks.Close()
 	server, err := fs.Mount(mnt, ks, fs.Options{
 		Views: views, ReadOnly: *readOnly, AllowOther: *allowOther,
+		UID: uint32(*uid), GID: uint32(*gid), Umask: uint32(mask),
 		FsName: "zarrfs:" + s.String(), Logger: logger, Debug: level <= slog.LevelDebug,
 		StatsInterval: *statsInterval, Transport: *transport,
 	})
