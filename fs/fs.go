@@ -97,7 +97,7 @@ func Mount(dir string, ks *keyspace.FS, opts Options) (*Server, error) {
 		opts.ReadOnly = true
 	}
 	// Resolved before mounting: resolving it after would ask the mount.
-	mountDir, err := resolveDir(dir)
+	mountDir, err := ResolveDir(dir)
 	if err != nil {
 		return nil, err
 	}

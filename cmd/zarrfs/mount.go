@@ -202,6 +202,8 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 	}
 	defer ks.Close()
+	sigs, stopSignals := notifySignals()
+	defer stopSignals()
 	server, err := fs.Mount(mnt, ks, fs.Options{
 		Views: views, ReadOnly: *readOnly, AllowOther: *allowOther,
 		UID: uint32(*uid), GID: uint32(*gid), Umask: uint32(mask),
@@ -215,24 +217,19 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(stderr, fmt.Errorf("mount %s: %w", mnt, err))
 	}
 	logger.Info("mounted", "store", s.String(), "mountpoint", mnt, "view", *view, "read_only", *readOnly)
-	go func() {
-		<-ctx.Done()
-		logger.Info("unmounting", "mountpoint", mnt)
-		if err := server.Unmount(); err != nil {
-			// Busy (open files, a shell inside): detach it now. Open files
-			// keep working, and Wait returns when the last one is closed.
-			logger.Warn("mount point busy: detached; zarrfs exits when its last open file is closed", "mountpoint", mnt, "error", err)
-			if err := unmount(mnt, true); err != nil {
-				logger.Error("unmount failed", "mountpoint", mnt, "error", err)
-			}
-		}
-	}()
+	u := &unmounter{server: server, mnt: mnt, writer: writer, journals: journals, logger: logger}
+	ctl, err := listenControl(mnt, func(r *controlRequest) { u.request(ctx, r) })
+	if err != nil {
+		logger.Warn("no control socket: zarrfs umount cannot wait for this mount's writes (umount(8) still unmounts)", "error", err)
+	}
+	done := make(chan struct{})
+	go u.run(ctx, sigs, done)
 	server.Wait()
-	if writer != nil {
-		// Everything written is published before the process ends.
-		if err := writer.Close(context.WithoutCancel(ctx)); err != nil {
-			return fail(stderr, fmt.Errorf("flushing writes: %w", err))
-		}
+	close(done)
+	code := u.finish(ctx)
+	ctl.close()
+	if code != 0 {
+		return fail(stderr, errors.New("some writes could not be published; they stay in the journal"))
 	}
 	return 0
 }
@@ -311,6 +308,7 @@ func checkMountpoint(mnt string) error {
 
 func runUmount(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	flags := newFlags("umount", "MOUNTPOINT", stderr)
+	force := flags.Bool("force", false, "publish what was written and detach the mount even while files in it are open (they keep working until closed)")
 	if code, ok := parse(flags, args, 1, 1); !ok {
 		return code
 	}
@@ -318,9 +316,14 @@ func runUmount(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if mounted, err := fs.Mounted(mnt); err == nil && !mounted {
 		return fail(stderr, fmt.Errorf("%s is not a mount point", mnt))
 	}
-	if err := unmount(mnt, false); err != nil {
+	if code, ok := umountVia(mnt, *force, stdout, stderr); ok {
+		return code
+	}
+	// No zarrfs process of this user answers for it: ask the kernel.
+	if err := unmount(mnt, *force); err != nil {
 		return fail(stderr, fmt.Errorf("umount %s: %w", mnt, err))
 	}
+	fmt.Fprintf(stderr, "zarrfs: unmounted %s without waiting: no mount process of this user answered for it\n", mnt)
 	return 0
 }
 
