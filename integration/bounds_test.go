@@ -58,9 +58,11 @@ func checkDaemonAfterHugeChunk(t *testing.T, m *integration.Mount, a *zarr.Array
 	if got := readOrMissing(t, chunkPath(m.Dir, "v3", ".", a, other)); !bytes.Equal(got, want[fmt.Sprint(other)]) {
 		t.Errorf("chunk %v after the huge one: %d bytes, want the %d stored", other, len(got), len(want[fmt.Sprint(other)]))
 	}
-	if rss := daemonRSS(t, m.Pid()); rss > 1<<30 {
+	rss := daemonRSS(t, m.Pid())
+	if rss > 1<<30 {
 		t.Errorf("the daemon grew to %d MiB", rss>>20)
 	}
+	t.Logf("peak RSS of the daemon: %d MiB", rss>>20)
 	log := m.Log()
 	if !strings.Contains(log, a.ChunkKey([]int{0, 0, 0})) && !strings.Contains(log, a.Path) || !strings.Contains(log, reason) {
 		t.Errorf("the log does not name the shard and %q:\n%s", reason, log)
