@@ -30,8 +30,15 @@ type Options struct {
 	Views []keyspace.View
 	// ReadOnly mounts refuse writes and let the kernel keep file contents
 	// across opens.
-	ReadOnly   bool
+	ReadOnly bool
+	// AllowOther lets other users in; the kernel then checks the modes
+	// and owners below (default_permissions), as for a local disk.
 	AllowOther bool
+	// UID and GID own every file and directory; Umask clears permission
+	// bits of 0666 (files) and 0777 (directories). Read-only mounts also
+	// clear the write bits.
+	UID, GID uint32
+	Umask    uint32
 	// FsName is the source column of the mount table.
 	FsName string
 	Logger *slog.Logger
@@ -94,7 +101,7 @@ func Mount(dir string, ks *keyspace.FS, opts Options) (*Server, error) {
 		opts.ReadOnly = true
 	}
 	// Resolved before mounting: resolving it after would ask the mount.
-	mountDir, err := resolveDir(dir)
+	mountDir, err := ResolveDir(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -120,6 +127,11 @@ func Mount(dir string, ks *keyspace.FS, opts Options) (*Server, error) {
 	}
 	if opts.ReadOnly {
 		mountOpts.Options = append(mountOpts.Options, "ro")
+	}
+	if opts.AllowOther {
+		// Without it the kernel lets every user do anything the mount
+		// allows, whatever the modes say.
+		mountOpts.Options = append(mountOpts.Options, "default_permissions")
 	}
 	root := b.root()
 	// Set before mounting: requests (and the notifications writes send)
@@ -267,17 +279,17 @@ func (b *binding) fill(a keyspace.Attr, out *fuse.Attr) {
 	out.Blksize = 1 << 16
 	out.Nlink = 1
 	out.SetTimes(nil, &a.Mtime, &a.Mtime)
-	perm := uint32(0o644)
+	mask := b.opts.Umask
 	if b.opts.ReadOnly {
-		perm = 0o444
+		mask |= 0o222
 	}
 	if a.Dir {
-		out.Mode = syscall.S_IFDIR | perm | (perm&0o444)>>2
+		out.Mode = syscall.S_IFDIR | 0o777&^mask
 		out.Nlink = 2
 	} else {
-		out.Mode = syscall.S_IFREG | perm
+		out.Mode = syscall.S_IFREG | 0o666&^mask
 	}
-	out.Uid, out.Gid = uint32(os.Getuid()), uint32(os.Getgid())
+	out.Uid, out.Gid = b.opts.UID, b.opts.GID
 }
 
 func mode(a keyspace.Attr) uint32 {

@@ -31,7 +31,7 @@ func Connection(dir string) (string, error) {
 }
 
 // setReadAhead lets the kernel read up to maxReadAhead bytes of a file
-// of the mount at dir (resolved, see resolveDir) ahead in one READ
+// of the mount at dir (resolved, see ResolveDir) ahead in one READ
 // request. A FUSE INIT reply can only lower a mount's read-ahead below the
 // kernel's default of 128 KiB, so that every chunk file larger than that
 // took several requests to read. The setting belongs to the mount's own
@@ -52,16 +52,16 @@ func setReadAhead(dir string, maxReadAhead int) error {
 // mountEntry returns the fields of the last /proc/self/mountinfo line of
 // the mount at dir (the one on top), nil when nothing is mounted there.
 func mountEntry(dir string) ([]string, error) {
-	abs, err := resolveDir(dir)
+	abs, err := ResolveDir(dir)
 	if err != nil {
 		return nil, err
 	}
 	return mountEntryAt(abs)
 }
 
-// resolveDir returns dir as /proc/self/mountinfo names it: absolute, with
+// ResolveDir returns dir as /proc/self/mountinfo names it: absolute, with
 // symbolic links resolved.
-func resolveDir(dir string) (string, error) {
+func ResolveDir(dir string) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "", err

@@ -26,6 +26,7 @@ type rootNode struct {
 var (
 	_ = (gofs.NodeOnAdder)((*rootNode)(nil))
 	_ = (gofs.NodeLookuper)((*rootNode)(nil))
+	_ = (gofs.NodeReaddirer)((*rootNode)(nil))
 )
 
 func (r *rootNode) OnAdd(ctx context.Context) {
@@ -46,6 +47,16 @@ func (r *rootNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	}
 	r.b.fill(child.Operations().(*dirNode).d.Attr(), &out.Attr)
 	return child, 0
+}
+
+// Readdir lists the views only: go-fuse would list every child inode,
+// .zarrfs too once it was looked up (see statsDirName).
+func (r *rootNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
+	var entries []fuse.DirEntry
+	for _, v := range r.b.opts.Views {
+		entries = append(entries, fuse.DirEntry{Name: v.String(), Mode: syscall.S_IFDIR, Ino: r.b.ks.Root(v).Attr().Ino})
+	}
+	return gofs.NewListDirStream(entries), 0
 }
 
 // dirNode is a directory of a view.
@@ -82,7 +93,7 @@ func (n *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		child = &dirNode{b: n.b, d: e.Dir}
 	} else {
 		fn := newFileNode(n.b, e.File)
-		if c, ok := e.File.(*keyspace.Chunk); ok && n.b.opts.ReadOnly && c.Upcoming() && fn.preparePush(ctx, e.Attr.Size) {
+		if c, ok := e.File.(*keyspace.Chunk); ok && n.b.opts.ReadOnly && c.Upcoming() && fn.preparePush(ctx, c, e.Attr.Size) {
 			pushing = fn
 		}
 		child = fn
@@ -273,12 +284,12 @@ var (
 // asks isatty, an IOCTL) or from pushOnceKnown, whichever comes first.
 // Best effort: a READ that comes before it is served as always, with the
 // same bytes.
-func (n *fileNode) preparePush(ctx context.Context, size int64) bool {
-	if size <= 0 {
-		return false
+func (n *fileNode) preparePush(ctx context.Context, c *keyspace.Chunk, size int64) bool {
+	if size <= 0 || size > c.MaxSize() {
+		return false // the READ says what is wrong with a size beyond any chunk's
 	}
 	buf := make([]byte, size)
-	if got, err := n.file().ReadAt(ctx, buf, 0); int64(got) != size || err != nil && err != io.EOF {
+	if got, err := c.ReadAt(ctx, buf, 0); int64(got) != size || err != nil && err != io.EOF {
 		return false // the READ will say what is wrong
 	}
 	n.push.Store(&buf)

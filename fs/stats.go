@@ -20,9 +20,10 @@ import (
 )
 
 // The counters are the file MNT/.zarrfs/stats. The directory is no part
-// of any view and no listing: it answers lookups at the mount root (next
-// to v3/ and v2/, or in the one view shown there), so that find, cp -r and
-// readers walking the mount never meet it.
+// of any view and never listed, before or after a lookup: it answers
+// lookups at the mount root (next to v3/ and v2/, or in the one view
+// shown there), so that find, cp -r and readers walking the mount never
+// meet it and every listing of the mount is the same.
 const (
 	statsDirName  = ".zarrfs"
 	statsFileName = "stats"

@@ -55,8 +55,10 @@ func TestStop(t *testing.T) {
 }
 
 // TestStopBusy signals a mount while a file and a directory in it are
-// open: the mount leaves the mount table at once, the open file still
-// reads, and the process exits 0 when the last open file is closed.
+// open: the mount keeps serving (and says so) instead of detaching, so new
+// paths still lead into it; a second signal detaches it, the open file
+// still reads, and the process exits 0 when the last open file is closed.
+// Closing the files instead unmounts it without a second signal.
 func TestStopBusy(t *testing.T) {
 	dir := smallStore(t)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
@@ -66,15 +68,19 @@ func TestStopBusy(t *testing.T) {
 			if err := m.Signal(sig); err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(10 * time.Second)
-			for mounted := true; mounted; mounted, _ = zfs.Mounted(m.Dir) {
-				if time.Now().After(deadline) {
-					t.Fatalf("%v did not unmount the busy mount within 10s\n%s", sig, m.Log())
-				}
-				time.Sleep(20 * time.Millisecond)
+			waitLog(t, m, "mount point busy: serving")
+			if _, err := os.Stat(filepath.Join(m.Dir, "v3", "zarr.json")); err != nil {
+				t.Errorf("after %v of a busy mount, a new lookup: %v; want it served", sig, err)
 			}
+			if mounted, _ := zfs.Mounted(m.Dir); !mounted {
+				t.Fatalf("%v detached the busy mount", sig)
+			}
+			if err := m.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			waitUnmounted(t, m)
 			if _, err := f.ReadAt(make([]byte, 1), 0); err != nil {
-				t.Errorf("a file open at %v stopped working: %v", sig, err)
+				t.Errorf("a file open at the second %v stopped working: %v", sig, err)
 			}
 			f.Close()
 			d.Close()
@@ -83,6 +89,19 @@ func TestStopBusy(t *testing.T) {
 			}
 		})
 	}
+	t.Run("closed", func(t *testing.T) {
+		m := mount(t, dir, "--ro")
+		f, d := openBusy(t, m)
+		if err := m.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		waitLog(t, m, "mount point busy: serving")
+		f.Close()
+		d.Close()
+		if err := m.Wait(30 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+	})
 	t.Run("umount", func(t *testing.T) {
 		m := mount(t, dir, "--ro")
 		f, d := openBusy(t, m)
@@ -95,7 +114,37 @@ func TestStopBusy(t *testing.T) {
 		if _, err := f.ReadAt(make([]byte, 1), 0); err != nil {
 			t.Errorf("the mount stopped working after a refused umount: %v", err)
 		}
+		out, err = exec.Command(zarrfsBin, "umount", "--force", m.Dir).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "detached") {
+			t.Errorf("zarrfs umount --force of a busy mount: %v, printed %q; want it detached", err, out)
+		}
+		waitUnmounted(t, m)
+		if _, err := f.ReadAt(make([]byte, 1), 0); err != nil {
+			t.Errorf("a file open at umount --force stopped working: %v", err)
+		}
 	})
+}
+
+// waitLog waits (10 s at most) until the mount's log says what.
+func waitLog(t *testing.T, m *integration.Mount, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(m.Log(), what); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the log does not say %q within 10s:\n%s", what, m.Log())
+		}
+	}
+}
+
+// waitUnmounted waits (10 s at most) until the mount left the mount table.
+func waitUnmounted(t *testing.T, m *integration.Mount) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for mounted := true; mounted; mounted, _ = zfs.Mounted(m.Dir) {
+		if time.Now().After(deadline) {
+			t.Fatalf("still mounted after 10s\n%s", m.Log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // openBusy opens a file and a directory of the mount.

@@ -55,8 +55,22 @@ func readStats(t *testing.T, root string) mountStats {
 	return s
 }
 
+// listNames lists the names in dir.
+func listNames(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
 // TestStatsFile reads MNT/.zarrfs/stats of read-only, read-write and
-// single-view mounts: it is in no listing, its counters are current at
+// single-view mounts: it is in no listing, before or after a lookup, its counters are current at
 // every read (read-only mounts let the kernel cache file contents), and
 // they count what was served, the cache bound and the errors returned.
 func TestStatsFile(t *testing.T) {
@@ -76,15 +90,11 @@ func TestStatsFile(t *testing.T) {
 			if slices.Contains(args, "v2") {
 				v2 = m.Dir
 			}
+			listings := map[string][]string{}
 			for _, d := range []string{root, v2} {
-				entries, err := os.ReadDir(d)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, e := range entries {
-					if e.Name() == ".zarrfs" {
-						t.Errorf("%s lists .zarrfs", d)
-					}
+				listings[d] = listNames(t, d)
+				if slices.Contains(listings[d], ".zarrfs") {
+					t.Errorf("%s lists .zarrfs", d)
 				}
 			}
 			before := readStats(t, root)
@@ -99,6 +109,13 @@ func TestStatsFile(t *testing.T) {
 			}
 			if fi, err := os.Stat(filepath.Join(root, ".zarrfs")); err != nil || !fi.IsDir() {
 				t.Errorf("stat .zarrfs: %v", err)
+			}
+			// Once looked up, it is still in no listing: find, rsync and
+			// tar count the same files whatever ran before them.
+			for d, want := range listings {
+				if got := listNames(t, d); !slices.Equal(got, want) {
+					t.Errorf("%s after a lookup of .zarrfs lists %q, before %q", d, got, want)
+				}
 			}
 			// A chunk whose bytes fail their checksum is an EIO, counted.
 			c := bigEndian.chunks[0]

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/exec"
 	"runtime/debug"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -31,7 +33,10 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	readOnly := flags.Bool("ro", false, "mount read-only")
 	view := flags.String("view", "both", "key spaces to show: both (as v3/ and v2/), v3 or v2 (at the root)")
 	sep := flags.String("v2-separator", ".", "dimension separator of v2 chunk keys: . or /")
-	allowOther := flags.Bool("allow-other", false, "let other users access the mount")
+	allowOther := flags.Bool("allow-other", false, "let other users access the mount, as --uid, --gid and --umask allow (the kernel checks them)")
+	uid := flags.Int("uid", os.Getuid(), "owner of every file and directory")
+	gid := flags.Int("gid", os.Getgid(), "group of every file and directory")
+	umask := flags.String("umask", "022", "permission bits (octal) cleared from 0666 for files and 0777 for directories; read-only mounts also clear the write bits")
 	logLevel := flags.String("log-level", "info", "debug, info, warn or error (debug also logs every FUSE request)")
 	cacheSize := flags.String("cache-size", "256MiB", "bound of the shard index and chunk cache (e.g. 64MiB, 1GiB, or bytes)")
 	cacheDir := flags.String("cache-dir", "", "keep shard indexes and chunks of remote stores in this directory across mounts (default: none)")
@@ -105,6 +110,13 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if *statsInterval < 0 {
 		return fail(stderr, fmt.Errorf("--stats-interval must not be negative"))
+	}
+	if *uid < 0 || *uid > math.MaxUint32-1 || *gid < 0 || *gid > math.MaxUint32-1 {
+		return fail(stderr, fmt.Errorf("--uid and --gid must be user and group ids, not %d and %d", *uid, *gid))
+	}
+	mask, err := strconv.ParseUint(*umask, 8, 32)
+	if err != nil || mask > 0o777 {
+		return fail(stderr, fmt.Errorf("--umask must be octal permission bits such as 022 or 077, not %q", *umask))
 	}
 	// The cache is most of what zarrfs keeps in memory. A soft limit a
 	// little above it makes the garbage collector run more often rather
@@ -229,8 +241,11 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		logger.Info("serving metrics", "url", "http://"+addr.String()+"/metrics")
 		onRequest = m.ObserveFUSE
 	}
+	sigs, stopSignals := notifySignals()
+	defer stopSignals()
 	server, err := fs.Mount(mnt, ks, fs.Options{
 		Views: views, ReadOnly: *readOnly, AllowOther: *allowOther,
+		UID: uint32(*uid), GID: uint32(*gid), Umask: uint32(mask),
 		FsName: "zarrfs:" + s.String(), Logger: logger, Debug: level <= slog.LevelDebug,
 		StatsInterval: *statsInterval, Transport: *transport, OnRequest: onRequest,
 	})
@@ -242,24 +257,22 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	logger.Info("mounted", "store", s.String(), "mountpoint", mnt, "view", *view, "read_only", *readOnly)
 	daemonReady()
-	go func() {
-		<-ctx.Done()
-		logger.Info("unmounting", "mountpoint", mnt)
-		if err := server.Unmount(); err != nil {
-			// Busy (open files, a shell inside): detach it now. Open files
-			// keep working, and Wait returns when the last one is closed.
-			logger.Warn("mount point busy: detached; zarrfs exits when its last open file is closed", "mountpoint", mnt, "error", err)
-			if err := unmount(mnt, true); err != nil {
-				logger.Error("unmount failed", "mountpoint", mnt, "error", err)
-			}
-		}
-	}()
+	u := &unmounter{server: server, mnt: mnt, writer: writer, logger: logger}
+	if journals != nil {
+		u.journals = journals.String()
+	}
+	ctl, err := listenControl(mnt, func(r *controlRequest) { u.request(ctx, r) })
+	if err != nil {
+		logger.Warn("no control socket: zarrfs umount cannot wait for this mount's writes (umount(8) still unmounts)", "error", err)
+	}
+	done := make(chan struct{})
+	go u.run(ctx, sigs, done)
 	server.Wait()
-	if writer != nil {
-		// Everything written is published before the process ends.
-		if err := writer.Close(context.WithoutCancel(ctx)); err != nil {
-			return fail(stderr, fmt.Errorf("flushing writes: %w", err))
-		}
+	close(done)
+	code := u.finish(ctx)
+	ctl.close()
+	if code != 0 {
+		return fail(stderr, errors.New("some writes could not be published (see above)"))
 	}
 	return 0
 }
@@ -338,6 +351,7 @@ func checkMountpoint(mnt string) error {
 
 func runUmount(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	flags := newFlags("umount", "MOUNTPOINT", stderr)
+	force := flags.Bool("force", false, "publish what was written and detach the mount even while files in it are open (they keep working until closed)")
 	if code, ok := parse(flags, args, 1, 1); !ok {
 		return code
 	}
@@ -345,9 +359,14 @@ func runUmount(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if mounted, err := fs.Mounted(mnt); err == nil && !mounted {
 		return fail(stderr, fmt.Errorf("%s is not a mount point", mnt))
 	}
-	if err := unmount(mnt, false); err != nil {
+	if code, ok := umountVia(mnt, *force, stdout, stderr); ok {
+		return code
+	}
+	// No zarrfs process of this user answers for it: ask the kernel.
+	if err := unmount(mnt, *force); err != nil {
 		return fail(stderr, fmt.Errorf("umount %s: %w", mnt, err))
 	}
+	fmt.Fprintf(stderr, "zarrfs: unmounted %s without waiting: no mount process of this user answered for it\n", mnt)
 	return 0
 }
 

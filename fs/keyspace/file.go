@@ -442,10 +442,15 @@ func (f *Chunk) Xattrs(ctx context.Context) ([]Xattr, error) {
 	}, nil
 }
 
-// OpenWrite opens the chunk for writing, bounded by the largest encoding
-// of a chunk of the array.
+// MaxSize bounds the content of a chunk file held in memory whole: the
+// largest encoding of a chunk of the array, which its transcoded files
+// stay within too. A larger size comes from a corrupt or hostile index
+// entry (or one in a sparse shard) and must not become an allocation.
+func (f *Chunk) MaxSize() int64 { return f.arr.source.MaxEncodedSize() }
+
+// OpenWrite opens the chunk for writing, bounded by MaxSize.
 func (f *Chunk) OpenWrite(ctx context.Context, truncate bool) (*WriteHandle, error) {
-	return openBuffered(ctx, f.fs, f, f.arr.source.MaxEncodedSize(), truncate, f.commit)
+	return openBuffered(ctx, f.fs, f, f.MaxSize(), truncate, f.commit)
 }
 
 // commit validates and stores new content of the chunk.

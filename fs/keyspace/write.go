@@ -149,6 +149,10 @@ func openBuffered(ctx context.Context, fs *FS, f File, limit int64, truncate boo
 		if err != nil {
 			return nil, err
 		}
+		if r.Size() > limit {
+			r.Close()
+			return nil, fmt.Errorf("%w: %s holds %d bytes, more than the %d any such file can hold", ErrTooLarge, f.Path(), r.Size(), limit)
+		}
 		h.buf = make([]byte, r.Size())
 		_, err = r.ReadAt(h.buf, 0)
 		r.Close()

@@ -308,7 +308,7 @@ func (j *Journal) Close() error {
 	j.owner.Close()
 	j.dir.Close()
 	if lost {
-		return fmt.Errorf("journal %s was removed: %d updates that are not published are lost", j.path(), live)
+		return fmt.Errorf("journal %s: %w: %d updates that are not published are lost", j.path(), ErrJournalLost, live)
 	}
 	return fmt.Errorf("journal %s: %d records are not published; the next read-write mount replays them", j.path(), live)
 }

@@ -1,0 +1,166 @@
+package integration_test
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/nd"
+	"github.com/zarrfs/zarrfs/zarr/store/s3store/s3test"
+	"github.com/zarrfs/zarrfs/zarr/zarrtest"
+)
+
+// slowPutProxy starts a proxy to the S3 server that holds every PUT for
+// delay before passing it on, and returns its endpoint: publishing takes
+// a while, as on a distant bucket.
+func slowPutProxy(t *testing.T, srv *s3test.Server, delay time.Duration) string {
+	t.Helper()
+	target, err := url.Parse(srv.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	p := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut {
+			time.Sleep(delay)
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(p.Close)
+	return p.URL
+}
+
+// TestUmountWaits: zarr-python 2.13 fills arrays through the v2 view of a
+// read-write s3:// mount whose PUTs are slow; `zarrfs umount` returns only
+// once everything is published and the mount process is gone, says so,
+// and the bucket, read at once with zarrfs's own reader, holds every
+// write.
+func TestUmountWaits(t *testing.T) {
+	zarrtest.RequirePython(t, "zarr")
+	o := zarrtest.NewOracle(t)
+	script, err := filepath.Abs(filepath.Join("testdata", "zarr_write.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := s3test.Start(t)
+	srv.Bucket(t, "zarr")
+	dir, arrays := writeStore(t)
+	srv.Upload(t, dir, "zarr", "w")
+	useS3(t, srv, slowPutProxy(t, srv, 300*time.Millisecond))
+	m := mount(t, "s3://zarr/w", "--s3-path-style", "--journal-dir", t.TempDir())
+	w := zarrPythonWrites(t, script, m, openView(t, dir), arrays, 3)
+	out, err := exec.Command(zarrfsBin, "umount", m.Dir).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "every acknowledged write is in the store") {
+		t.Fatalf("zarrfs umount: %v, printed %q; want it to say every write is published\n%s", err, out, m.Log())
+	}
+	// At once, before the mount process is waited for.
+	h, err := zarr.Open(t.Context(), srv.Open(t, "zarr", "w", true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, spec := range w.specs {
+		got[spec.Path] = ownDigest(t, h, spec.Path)
+	}
+	t.Logf("zarrfs umount printed %q", out)
+	want := o.ZarrPythonAll(t, w.copies)
+	for _, spec := range w.specs {
+		if wa := want[spec.Path]; wa.Error != "" || got[spec.Path] != wa.SHA256 {
+			t.Errorf("%s: right after zarrfs umount the bucket holds content with digest %s, zarr-python wrote %s (%s)", spec.Path, got[spec.Path], wa.SHA256, wa.Error)
+		}
+	}
+	if err := m.Wait(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSIGTERMWhileWriting signals a read-write mount while a writer holds
+// a chunk file open and keeps writing others as zarr-python 2 does
+// (makedirs, a temporary file, a rename). The mount keeps serving until
+// the held file is closed, then unmounts and exits 0: every write
+// acknowledged after the signal is in the store, and nothing landed on
+// the disk under the mount point (a lazy detach let such writers recreate
+// the paths there).
+func TestSIGTERMWhileWriting(t *testing.T) {
+	dir, _ := writeStore(t)
+	a := storeArray(t, dir, "int32_raw_3d") // any 120 bytes are a chunk
+	content := func(round int, c []int) []byte {
+		return bytes.Repeat([]byte(fmt.Sprintf("%03d%v", round, c)), 120)[:120]
+	}
+	m := mount(t, dir)
+	held := []int{0, 0, 0}
+	f, err := os.OpenFile(chunkPath(m.Dir, "v3", ".", a, held), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(content(0, held)); err != nil {
+		t.Fatal(err)
+	}
+	last := map[string][]byte{} // the last acknowledged content of each chunk
+	afterSignal := 0
+	write := func(round int, signalled bool) {
+		grid := a.InnerGrid()
+		for c := make([]int, len(grid)); nd.Next(c, grid); {
+			p := chunkPath(m.Dir, "v3", ".", a, c)
+			b := content(round, c)
+			err := os.MkdirAll(filepath.Dir(p), 0o755)
+			if err == nil {
+				err = writeRename(p, b)
+			}
+			if err != nil {
+				t.Errorf("round %d: writing %s: %v", round, p, err)
+				continue
+			}
+			last[fmt.Sprint(c)] = b
+			if signalled {
+				afterSignal++
+			}
+		}
+	}
+	write(1, false)
+	if err := m.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// Writes go on for a while after the signal: a mount that detached
+	// within that time sends the later ones to the disk.
+	start := time.Now()
+	for round := 2; round < 50 && (round < 5 || time.Since(start) < 2*time.Second); round++ {
+		write(round, true)
+	}
+	waitLog(t, m, "mount point busy: serving")
+	if err := f.Close(); err != nil {
+		t.Errorf("closing the held chunk file: %v", err)
+	}
+	last[fmt.Sprint(held)] = content(0, held)
+	if err := m.Wait(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d writes acknowledged after SIGTERM", afterSignal)
+	if entries, _ := os.ReadDir(m.Dir); len(entries) > 0 {
+		t.Errorf("the writes after SIGTERM left %d entries on the disk under the mount point: %v", len(entries), entries)
+	}
+	grid := a.InnerGrid()
+	for c := make([]int, len(grid)); ; {
+		if want, ok := last[fmt.Sprint(c)]; ok {
+			if got, _ := storedInner(t, dir, a, c); !bytes.Equal(got, want) {
+				t.Errorf("chunk %v in the store: %q, want the last acknowledged write %q", c, got, want)
+			}
+		}
+		if !nd.Next(c, grid) {
+			break
+		}
+	}
+	checkStore(t, dir)
+}
