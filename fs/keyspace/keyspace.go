@@ -20,11 +20,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/golang/groupcache/singleflight"
-
 	"github.com/zarrfs/zarrfs/cache"
 	"github.com/zarrfs/zarrfs/cache/cluster"
 	"github.com/zarrfs/zarrfs/cache/diskcache"
+	"github.com/zarrfs/zarrfs/cache/flight"
 	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/writeback"
@@ -142,7 +141,7 @@ type FS struct {
 	// directories); on others chunks are read by range (nil).
 	files  *fileCache
 	lists  listings
-	flight singleflight.Group // fetches of runs and checks of shards, which several readers wait for
+	flight flight.Group // fetches of runs and checks of shards, which several readers wait for
 	// cluster shares what is read from a remote store with the mounts of
 	// other machines (JoinCluster); nil: none.
 	cluster *cluster.Cluster
@@ -225,9 +224,10 @@ type Alias struct {
 // be set before the views are used.
 func (f *FS) SetNotifier(fn func(Alias)) { f.notify = fn }
 
-// Close waits for the transcodes under way ahead of readers and releases
-// open shard files.
+// Close stops the work under way ahead of readers and releases open shard
+// files.
 func (f *FS) Close() {
+	f.readAhead.stop()
 	f.readAhead.work.Wait()
 	if f.files != nil {
 		f.files.close()

@@ -48,18 +48,23 @@ func (av *arrayView) object(ctx context.Context, key string, fresh bool) (*objec
 	f := av.fs
 	cacheKey := objectKey(key)
 	loaded := false
-	load := func() (any, int64, error) {
+	// Loads and checks are shared by the readers asking at once; each
+	// stops waiting when its request is interrupted, and the request to
+	// the store stops when all have (see package flight). A load cut
+	// short is not cached.
+	load := func(ctx context.Context) (any, int64, error) {
 		loaded = true
-		// Other callers wait for this load and the state is cached: one
-		// caller's interrupted request must not fail theirs or be cached.
-		s := av.loadObject(context.WithoutCancel(ctx), key, nil)
+		s := av.loadObject(ctx, key, nil)
+		if err := ctx.Err(); err != nil {
+			return nil, 0, err
+		}
 		return s, s.size(), nil
 	}
-	v, err := f.cache.GetOrLoad(cacheKey, load)
+	v, err := f.cache.GetOrLoad(ctx, cacheKey, load)
 	for err == nil && v.(*objectState).gen != f.generation(key) {
 		// Loaded before this process rewrote the object: load again.
 		f.cache.Remove(cacheKey)
-		v, err = f.cache.GetOrLoad(cacheKey, load)
+		v, err = f.cache.GetOrLoad(ctx, cacheKey, load)
 	}
 	if err != nil {
 		return nil, err
@@ -68,17 +73,23 @@ func (av *arrayView) object(ctx context.Context, key string, fresh bool) (*objec
 	if loaded || !fresh && s.current(f) {
 		return s, nil
 	}
-	revalidate := func() (any, error) {
-		next := av.loadObject(context.WithoutCancel(ctx), key, s)
+	revalidate := func(ctx context.Context) (any, error) {
+		next := av.loadObject(ctx, key, s)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		if next != s {
 			f.cache.Add(cacheKey, next, next.size())
 		}
 		return next, nil
 	}
 	if fresh { // the check must begin after the caller's open
-		v, _ = revalidate()
+		v, err = revalidate(ctx)
 	} else { // readers of a shard and the read-ahead wait for one check
-		v, _ = f.flight.Do("revalidate\x00"+key, revalidate)
+		v, err = f.flight.Do(ctx, "revalidate\x00"+key, revalidate)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return v.(*objectState), nil
 }
@@ -146,6 +157,9 @@ func (av *arrayView) loadObject(ctx context.Context, key string, prev *objectSta
 		return unchanged()
 	case errors.Is(err, store.ErrNotFound) && prev != nil && !prev.exists && prev.err == nil:
 		return unchanged()
+	case ctx.Err() != nil: // interrupted: nothing to log, and not kept
+		s.err = ctx.Err()
+		return s
 	case err != nil && !errors.Is(err, sharding.ErrInvalidIndex):
 		if s.err = ignoreNotFound(err); s.err != nil {
 			av.fs.logOnce(ctx, key, "shard index unreadable: its inner chunks give EIO until it reads", "error", s.err)

@@ -18,8 +18,8 @@ import (
 // rewritten shard is transcoded afresh.
 func (av *arrayView) transcoded(ctx context.Context, coords []int, loc location) ([]byte, error) {
 	f := av.fs
-	ctx = context.WithoutCancel(ctx) // shared by the readers waiting for it
-	v, err := f.cache.GetOrLoad(av.transcodeKey(coords, loc.gen), func() (any, int64, error) {
+	// Shared by the readers waiting for it (see GetOrLoad).
+	v, err := f.cache.GetOrLoad(ctx, av.transcodeKey(coords, loc.gen), func(ctx context.Context) (any, int64, error) {
 		if f.cluster != nil && loc.data == nil {
 			// The chunk's owner in the cluster transcodes it once for all.
 			if b, err := f.cluster.Get(ctx, transcodedKey(f.store, av, coords, loc.gen)); err == nil {
@@ -115,6 +115,10 @@ func (av *arrayView) readStoredScratch(ctx context.Context, loc location) (b []b
 // kernel reads ahead itself; those of stores read by ranges are fetched
 // ahead (fetchAhead).
 type readAhead struct {
+	// ctx is the background work's, cancelled when the FS closes: work
+	// waiting on a stalled store must not hold up an unmount.
+	ctx   context.Context
+	stop  context.CancelFunc
 	depth int           // chunks prepared ahead of the reader; 0: none
 	slots chan struct{} // one per transcodeAhead walker under way
 	work  sync.WaitGroup
@@ -126,7 +130,10 @@ type readAhead struct {
 }
 
 func newReadAhead(depth int) *readAhead {
+	ctx, stop := context.WithCancel(context.Background())
 	return &readAhead{
+		ctx:     ctx,
+		stop:    stop,
 		depth:   depth,
 		slots:   make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1)),
 		fetches: make(chan struct{}, remoteFetchesAhead),
@@ -203,7 +210,7 @@ func (r *readAhead) after(av *arrayView, coords []int) {
 // what keeps it ahead: a transcode started only when the reader reaches
 // the chunk before would be waited for whole at the next lookup.
 func (r *readAhead) transcodeAhead(av *arrayView) {
-	ctx := context.Background()
+	ctx := r.ctx
 	type job struct {
 		coords []int
 		loc    location
@@ -268,7 +275,7 @@ const (
 // undone (a shard whose index was under way, no request free), so each
 // chunk is looked at about once.
 func (r *readAhead) fetchAhead(av *arrayView, coords []int) {
-	ctx := context.Background()
+	ctx := r.ctx
 	start := nd.Linear(coords, av.grid) + 1
 	end := min(start+remoteAhead, nd.Size(av.grid))
 	av.seq.mu.Lock()
