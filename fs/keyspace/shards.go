@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -80,18 +81,68 @@ func (av *arrayView) object(ctx context.Context, key string, fresh bool) (*objec
 		}
 		if next != s {
 			f.cache.Add(cacheKey, next, next.size())
+			if s.exists {
+				av.objectChanged(key)
+			}
 		}
 		return next, nil
 	}
 	if fresh { // the check must begin after the caller's open
-		v, err = revalidate(ctx)
-	} else { // readers of a shard and the read-ahead wait for one check
-		v, err = f.flight.Do(ctx, "revalidate\x00"+key, revalidate)
+		v, err := revalidate(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return v.(*objectState), nil
 	}
-	if err != nil {
-		return nil, err
+	// Readers of a shard and the read-ahead wait for one check, which
+	// runs in the background: a reader waits for it up to staleWait, and
+	// is then served the cached state while the check goes on.
+	checked := make(chan *objectState, 1)
+	f.checks.Go(func() {
+		v, err := f.flight.Do(f.bg, "revalidate\x00"+key, revalidate)
+		if err != nil {
+			v = s
+		}
+		checked <- v.(*objectState)
+	})
+	timer := time.NewTimer(staleWait)
+	defer timer.Stop()
+	select {
+	case next := <-checked:
+		return next, nil
+	case <-timer.C:
+		return s, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
-	return v.(*objectState), nil
+}
+
+// staleWait bounds how long a reader waits for a check of a cached state
+// past the revalidation interval: a store that stalls must not stall the
+// reads of what is cached. A check that answers in time (any local store,
+// a remote one within a round trip) serves the reader its answer.
+const staleWait = 100 * time.Millisecond
+
+// objectChanged tells the notifier about every chunk file of a stored
+// object (a shard, or an unsharded chunk) that a check found changed,
+// once its new state is cached: what the kernel keeps of those files was
+// read from the old one. The kernel then asks again before serving any
+// of them, so no reader sees one file of a shard new and a later one old.
+func (av *arrayView) objectChanged(key string) {
+	objCoords, ok := av.a.ParseChunkKey(strings.TrimPrefix(key, av.a.Path+"/"))
+	if !ok {
+		return
+	}
+	n := 1
+	if av.shard != nil {
+		n = av.shard.NumChunks()
+	}
+	grid := av.a.InnerGrid()
+	for i := range n {
+		if c := av.a.InnerCoords(objCoords, i); nd.Inside(c, grid) {
+			av.fs.chunkChanged(av.a, c, true)
+		}
+	}
 }
 
 // current reports whether a cached state is younger than the revalidation

@@ -115,10 +115,7 @@ func (av *arrayView) readStoredScratch(ctx context.Context, loc location) (b []b
 // kernel reads ahead itself; those of stores read by ranges are fetched
 // ahead (fetchAhead).
 type readAhead struct {
-	// ctx is the background work's, cancelled when the FS closes: work
-	// waiting on a stalled store must not hold up an unmount.
-	ctx   context.Context
-	stop  context.CancelFunc
+	ctx   context.Context // the FS's background work's (FS.bg)
 	depth int           // chunks prepared ahead of the reader; 0: none
 	slots chan struct{} // one per transcodeAhead walker under way
 	work  sync.WaitGroup
@@ -129,11 +126,9 @@ type readAhead struct {
 	fetches chan struct{}
 }
 
-func newReadAhead(depth int) *readAhead {
-	ctx, stop := context.WithCancel(context.Background())
+func newReadAhead(ctx context.Context, depth int) *readAhead {
 	return &readAhead{
 		ctx:     ctx,
-		stop:    stop,
 		depth:   depth,
 		slots:   make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1)),
 		fetches: make(chan struct{}, remoteFetchesAhead),
