@@ -153,7 +153,7 @@ type FS struct {
 	bg     context.Context
 	stopBg context.CancelFunc
 	checks sync.WaitGroup // checks under way in the background
-	gens      sync.Map // store key of a rewritten object -> *atomic.Uint64, see generation
+	gens   sync.Map       // store key of a rewritten object -> *atomic.Uint64, see generation
 
 	// Writing.
 	temps temps

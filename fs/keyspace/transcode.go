@@ -116,8 +116,8 @@ func (av *arrayView) readStoredScratch(ctx context.Context, loc location) (b []b
 // ahead (fetchAhead).
 type readAhead struct {
 	ctx   context.Context // the FS's background work's (FS.bg)
-	depth int           // chunks prepared ahead of the reader; 0: none
-	slots chan struct{} // one per transcodeAhead walker under way
+	depth int             // chunks prepared ahead of the reader; 0: none
+	slots chan struct{}   // one per transcodeAhead walker under way
 	work  sync.WaitGroup
 	ahead atomic.Uint64 // chunks transcoded or fetched ahead, for Stats
 	// Stores read by ranges: one walk at a time looks ahead of the
