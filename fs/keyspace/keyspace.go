@@ -147,13 +147,13 @@ type FS struct {
 	cluster *cluster.Cluster
 	// readAhead prepares transcoded chunks ahead of sequential readers.
 	readAhead *readAhead
+	gens      sync.Map // store key of a rewritten object -> *atomic.Uint64, see generation
 	// bg is the context of work no request waits for (read-ahead, checks
 	// of shards outlasting their readers' wait), cancelled by Close: work
 	// waiting on a stalled store must not hold up an unmount.
 	bg     context.Context
 	stopBg context.CancelFunc
 	checks sync.WaitGroup // checks under way in the background
-	gens   sync.Map       // store key of a rewritten object -> *atomic.Uint64, see generation
 
 	// Writing.
 	temps temps
