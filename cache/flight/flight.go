@@ -32,6 +32,11 @@ type call struct {
 // of its own with a context that carries ctx's values, not its
 // cancellation: it is cancelled when every caller waiting for it has
 // left. Do returns ctx's error as soon as ctx is done.
+//
+// A caller whose ctx can never be done (no Done channel, such as
+// context.WithoutCancel's) runs fn itself, in its own goroutine: it will
+// not leave, and brief work (a local transcode) then costs no handoff to
+// another goroutine, which a caller locked to its OS thread pays twice.
 func (g *Group) Do(ctx context.Context, key string, fn func(context.Context) (any, error)) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -43,12 +48,18 @@ func (g *Group) Do(ctx context.Context, key string, fn func(context.Context) (an
 	c, ok := g.calls[key]
 	if !ok {
 		fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		c = &call{done: make(chan struct{}), cancel: cancel}
+		c = &call{done: make(chan struct{}), cancel: cancel, waiters: 1}
 		g.calls[key] = c
+		g.mu.Unlock()
+		if ctx.Done() == nil {
+			g.run(fctx, key, c, fn)
+			return c.val, c.err
+		}
 		go g.run(fctx, key, c, fn)
+	} else {
+		c.waiters++
+		g.mu.Unlock()
 	}
-	c.waiters++
-	g.mu.Unlock()
 	select {
 	case <-c.done:
 		return c.val, c.err

@@ -121,3 +121,38 @@ func waiters(g *Group, key string) int {
 	}
 	return 0
 }
+
+// A caller that cannot leave runs the load in its own goroutine; others
+// still wait for it with their own contexts.
+func TestUncancellableCallerRunsLoad(t *testing.T) {
+	var g Group
+	release := make(chan struct{})
+	started := make(chan struct{})
+	inline := make(chan any, 1)
+	go func() {
+		v, _ := g.Do(context.WithoutCancel(context.Background()), "k", func(context.Context) (any, error) {
+			close(started)
+			<-release
+			return "v", nil
+		})
+		inline <- v
+	}()
+	<-started
+	ctx, cancel := context.WithCancel(context.Background())
+	left := make(chan error, 1)
+	go func() {
+		_, err := g.Do(ctx, "k", nil)
+		left <- err
+	}()
+	for waiters(&g, "k") < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-left; !errors.Is(err, context.Canceled) {
+		t.Errorf("a caller leaving a load run inline: %v", err)
+	}
+	close(release)
+	if v := <-inline; v != "v" {
+		t.Errorf("the caller that ran the load got %v", v)
+	}
+}

@@ -61,11 +61,11 @@ func (av *arrayView) object(ctx context.Context, key string, fresh bool) (*objec
 		}
 		return s, s.size(), nil
 	}
-	v, err := f.cache.GetOrLoad(ctx, cacheKey, load)
+	v, err := f.cache.GetOrLoad(f.loadContext(ctx), cacheKey, load)
 	for err == nil && v.(*objectState).gen != f.generation(key) {
 		// Loaded before this process rewrote the object: load again.
 		f.cache.Remove(cacheKey)
-		v, err = f.cache.GetOrLoad(ctx, cacheKey, load)
+		v, err = f.cache.GetOrLoad(f.loadContext(ctx), cacheKey, load)
 	}
 	if err != nil {
 		return nil, err
@@ -115,6 +115,18 @@ func (av *arrayView) object(ctx context.Context, key string, fresh bool) (*objec
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// loadContext is the context a reader waits for a shared load with. A
+// load from a local store (a file read, a transcode) is brief: the reader
+// runs it in its own goroutine, without a handoff to another (see
+// flight.Group.Do), and is not interrupted during it. One from a remote
+// store can stall, and the reader must be able to leave it.
+func (f *FS) loadContext(ctx context.Context) context.Context {
+	if f.files != nil {
+		return context.WithoutCancel(ctx)
+	}
+	return ctx
 }
 
 // staleWait bounds how long a reader waits for a check of a cached state

@@ -19,7 +19,7 @@ import (
 func (av *arrayView) transcoded(ctx context.Context, coords []int, loc location) ([]byte, error) {
 	f := av.fs
 	// Shared by the readers waiting for it (see GetOrLoad).
-	v, err := f.cache.GetOrLoad(ctx, av.transcodeKey(coords, loc.gen), func(ctx context.Context) (any, int64, error) {
+	v, err := f.cache.GetOrLoad(f.loadContext(ctx), av.transcodeKey(coords, loc.gen), func(ctx context.Context) (any, int64, error) {
 		if f.cluster != nil && loc.data == nil {
 			// The chunk's owner in the cluster transcodes it once for all.
 			if b, err := f.cluster.Get(ctx, transcodedKey(f.store, av, coords, loc.gen)); err == nil {
