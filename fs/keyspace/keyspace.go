@@ -141,7 +141,7 @@ type FS struct {
 	// directories); on others chunks are read by range (nil).
 	files  *fileCache
 	lists  listings
-	flight flight.Group // fetches of runs and checks of shards, which several readers wait for
+	flight flight.Group // fetches of runs, which several readers wait for
 	// cluster shares what is read from a remote store with the mounts of
 	// other machines (JoinCluster); nil: none.
 	cluster *cluster.Cluster
@@ -151,9 +151,10 @@ type FS struct {
 	// bg is the context of work no request waits for (read-ahead, checks
 	// of shards outlasting their readers' wait), cancelled by Close: work
 	// waiting on a stalled store must not hold up an unmount.
-	bg     context.Context
-	stopBg context.CancelFunc
-	checks sync.WaitGroup // checks under way in the background
+	bg       context.Context
+	stopBg   context.CancelFunc
+	checks   sync.WaitGroup // checks under way in the background
+	checking sync.Map       // store key -> *check under way
 
 	// Writing.
 	temps temps

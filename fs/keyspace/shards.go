@@ -97,24 +97,35 @@ func (av *arrayView) object(ctx context.Context, key string, fresh bool) (*objec
 	// Readers of a shard and the read-ahead wait for one check, which
 	// runs in the background: a reader waits for it up to staleWait, and
 	// is then served the cached state while the check goes on.
-	checked := make(chan *objectState, 1)
-	f.checks.Go(func() {
-		v, err := f.flight.Do(f.bg, "revalidate\x00"+key, revalidate)
-		if err != nil {
-			v = s
-		}
-		checked <- v.(*objectState)
-	})
+	c := &check{done: make(chan struct{}), state: s}
+	if running, ok := f.checking.LoadOrStore(key, c); ok {
+		c = running.(*check)
+	} else {
+		f.checks.Go(func() {
+			defer f.checking.Delete(key)
+			defer close(c.done)
+			if v, err := revalidate(f.bg); err == nil {
+				c.state = v.(*objectState)
+			}
+		})
+	}
 	timer := time.NewTimer(staleWait)
 	defer timer.Stop()
 	select {
-	case next := <-checked:
-		return next, nil
+	case <-c.done:
+		return c.state, nil
 	case <-timer.C:
 		return s, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// check is a check of a stored object under way in the background; state
+// is its answer once done is closed.
+type check struct {
+	done  chan struct{}
+	state *objectState
 }
 
 // loadContext is the context a reader waits for a shared load with. A
