@@ -1,15 +1,18 @@
 // Package cache is the byte-bounded LRU that keeps decoded shard indexes and
 // chunk bytes that are not plain byte ranges of a local file (transcoded and
-// decoded chunks). It is built on groupcache's lru and singleflight:
-// concurrent misses for one key load it once.
+// decoded chunks). It is built on groupcache's lru and package flight:
+// concurrent misses for one key load it once, and each caller's wait ends
+// with its own context.
 package cache
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 
 	"github.com/golang/groupcache/lru"
-	"github.com/golang/groupcache/singleflight"
+
+	"github.com/zarrfs/zarrfs/cache/flight"
 )
 
 // Stats are the cache's counters.
@@ -28,7 +31,7 @@ type Stats struct {
 // It is safe for concurrent use.
 type Cache struct {
 	maxBytes int64
-	flight   singleflight.Group
+	flight   flight.Group
 
 	mu    sync.Mutex
 	lru   *lru.Cache
@@ -107,12 +110,14 @@ func (c *Cache) Remove(key string) {
 
 // GetOrLoad returns the value cached under key, or calls load once for
 // all concurrent callers asking for the same missing key and caches its
-// result. Errors are returned to every waiting caller and not cached.
-func (c *Cache) GetOrLoad(key string, load func() (value any, size int64, err error)) (any, error) {
+// result. Errors are returned to every waiting caller and not cached. A
+// caller stops waiting when ctx is done; load's context is cancelled once
+// every caller has (see package flight).
+func (c *Cache) GetOrLoad(ctx context.Context, key string, load func(ctx context.Context) (value any, size int64, err error)) (any, error) {
 	if v, ok := c.Get(key); ok {
 		return v, nil
 	}
-	return c.flight.Do(key, func() (any, error) {
+	return c.flight.Do(ctx, key, func(ctx context.Context) (any, error) {
 		// Another flight may have filled the key while this one waited.
 		c.mu.Lock()
 		e, ok := c.lru.Get(key)
@@ -120,7 +125,7 @@ func (c *Cache) GetOrLoad(key string, load func() (value any, size int64, err er
 		if ok {
 			return e.(entry).value, nil
 		}
-		v, size, err := load()
+		v, size, err := load(ctx)
 		if err != nil {
 			c.loadErrors.Add(1)
 			return nil, err

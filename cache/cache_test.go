@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -51,7 +52,7 @@ func TestGetOrLoadLoadsOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			v, err := c.GetOrLoad("k", func() (any, int64, error) {
+			v, err := c.GetOrLoad(context.Background(), "k", func(context.Context) (any, int64, error) {
 				loads.Add(1)
 				<-release
 				return "value", 5, nil
@@ -67,7 +68,7 @@ func TestGetOrLoadLoadsOnce(t *testing.T) {
 		t.Fatalf("%d loads for concurrent misses of one key, want 1", n)
 	}
 	boom := errors.New("boom")
-	if _, err := c.GetOrLoad("bad", func() (any, int64, error) { return nil, 0, boom }); !errors.Is(err, boom) {
+	if _, err := c.GetOrLoad(context.Background(), "bad", func(context.Context) (any, int64, error) { return nil, 0, boom }); !errors.Is(err, boom) {
 		t.Fatalf("load error not returned: %v", err)
 	}
 	if _, ok := c.Get("bad"); ok {

@@ -86,14 +86,15 @@ func Mount(dir string, ks *keyspace.FS, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	// Read-only mounts take the store not to change under them: the kernel
-	// caches names, attributes and contents (see fileNode.Open) for an
-	// hour, so a shard rewritten outside the mount shows after that or a
-	// remount. Writable mounts invalidate files explicitly on writes,
-	// and cache no negative entries: writes do not invalidate names (see
-	// notify), so a chunk a write creates would stay missing in the other
-	// view for a while.
-	entryTTL, negativeTTL := time.Hour, time.Hour
+	// Read-only mounts let the kernel keep names, attributes and contents
+	// (see fileNode.Open) for the revalidation interval; past it, the
+	// kernel asks zarrfs, which checks the shard (see keyspace's object)
+	// and, when it changed outside the mount, invalidates what the kernel
+	// keeps of every file of the shard (see notify). Writable mounts
+	// invalidate files explicitly on writes, and cache no negative
+	// entries: writes do not invalidate names (see notify), so a chunk a
+	// write creates would stay missing in the other view for a while.
+	entryTTL, negativeTTL := ks.Revalidate(), ks.Revalidate()
 	if !opts.ReadOnly {
 		entryTTL, negativeTTL = time.Minute, 0
 	}

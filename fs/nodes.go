@@ -120,7 +120,7 @@ type dirStream struct {
 	b    *binding
 	d    *keyspace.Dir
 	mu   sync.Mutex
-	next func() (keyspace.DirEntry, error, bool)
+	next func(context.Context) (keyspace.DirEntry, error, bool)
 	stop func()
 	off  uint64
 }
@@ -135,9 +135,9 @@ func (s *dirStream) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.next == nil {
-		s.next, s.stop = pullListing(s.d.List(context.WithoutCancel(ctx)))
+		s.next, s.stop = pullListing(s.d.List)
 	}
-	e, err, ok := s.next()
+	e, err, ok := s.next(ctx)
 	if !ok {
 		return nil, 0
 	}
@@ -186,14 +186,18 @@ const listingBatch = 128
 // pullListing runs a listing in a goroutine of its own and hands its entries
 // over in batches. Not iter.Pull2: Go resumes a coroutine only on the locked
 // OS thread that made it, and the READDIR requests of one listing may arrive
-// on different locked threads (the queues of the io_uring transport).
-func pullListing(list iter.Seq2[keyspace.DirEntry, error]) (next func() (keyspace.DirEntry, error, bool), stop func()) {
+// on different locked threads (the queues of the io_uring transport). The
+// listing outlives each READDIR request, so it runs until stop; a request
+// waiting for it ends with its context (an interrupted ls), leaving the
+// listing where it was.
+func pullListing(list func(context.Context) iter.Seq2[keyspace.DirEntry, error]) (next func(context.Context) (keyspace.DirEntry, error, bool), stop func()) {
 	type item struct {
 		e   keyspace.DirEntry
 		err error
 	}
 	batches := make(chan []item, 1)
-	done := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := ctx.Done()
 	go func() {
 		defer close(batches)
 		var batch []item
@@ -206,7 +210,7 @@ func pullListing(list iter.Seq2[keyspace.DirEntry, error]) (next func() (keyspac
 				return false
 			}
 		}
-		for e, err := range list {
+		for e, err := range list(ctx) {
 			batch = append(batch, item{e, err})
 			if len(batch) == listingBatch && !send() {
 				return
@@ -217,21 +221,23 @@ func pullListing(list iter.Seq2[keyspace.DirEntry, error]) (next func() (keyspac
 		}
 	}()
 	var current []item
-	next = func() (keyspace.DirEntry, error, bool) {
+	next = func(ctx context.Context) (keyspace.DirEntry, error, bool) {
 		for len(current) == 0 {
-			batch, ok := <-batches
-			if !ok {
-				return keyspace.DirEntry{}, nil, false
+			select {
+			case batch, ok := <-batches:
+				if !ok {
+					return keyspace.DirEntry{}, nil, false
+				}
+				current = batch
+			case <-ctx.Done():
+				return keyspace.DirEntry{}, ctx.Err(), true
 			}
-			current = batch
 		}
 		it := current[0]
 		current = current[1:]
 		return it.e, it.err, true
 	}
-	var once sync.Once
-	stop = func() { once.Do(func() { close(done) }) }
-	return next, stop
+	return next, cancel
 }
 
 // fileNode is a metadata document, a chunk file or a temporary file.

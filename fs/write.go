@@ -159,6 +159,13 @@ func (w *writeHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 // another process's rename or unlink may hold while it waits for zarrfs -
 // should zarrfs be killed then, both would hang until the mount is
 // aborted.
+//
+// A file changed outside the mount has its attributes invalidated at
+// once, and its pages in the background: invalidating pages waits for
+// the reads under way on them, which may be waiting for the very check
+// that found the change. Stale attributes are enough for the kernel to
+// ask before serving the file again, and to drop its pages when the
+// answer's size or modification time differs.
 func (b *binding) notify(a keyspace.Alias) {
 	dir := b.viewRoot(a.View)
 	for part := range strings.SplitSeq(a.Dir, "/") {
@@ -170,7 +177,13 @@ func (b *binding) notify(a keyspace.Alias) {
 	if dir == nil {
 		return // the kernel has not seen the directory: nothing is cached
 	}
-	if child := dir.GetChild(a.Name); child != nil {
+	child := dir.GetChild(a.Name)
+	switch {
+	case child == nil:
+	case a.Outside:
+		child.NotifyContent(-1, 0)
+		go child.NotifyContent(0, 0)
+	default:
 		child.NotifyContent(0, 0)
 	}
 }

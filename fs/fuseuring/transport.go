@@ -7,9 +7,11 @@
 // The package only moves bytes. go-fuse's Server mounts and answers the
 // kernel's INIT, and keeps serving /dev/fuse, where the kernel still sends
 // forgets and interrupts and where notifications go. Every other request
-// arrives in an entry of a ring and is handed to go-fuse's ProtocolServer,
-// which parses it, calls the file system and writes the reply back into the
-// entry.
+// arrives in an entry of a ring and is handed to the Server's own request
+// parser (as a ProtocolServer), which parses it, calls the file system and
+// writes the reply back into the entry. Being the Server's, it knows the
+// requests under way on the rings: an INTERRUPT the Server reads cancels
+// the context of the request it names, as on /dev/fuse.
 //
 // Two rules come from how the kernel delivers requests and how Go runs:
 //   - A queue's goroutine keeps its OS thread from start to end. The kernel
@@ -30,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"runtime"
 	"strconv"
 	"strings"
@@ -59,7 +62,6 @@ const (
 	inHeaderSize  = 40
 	outHeaderSize = 16
 	opWrite       = 16 // FUSE_WRITE: its payload is read in place
-	opInit        = 26
 
 	// queueDepth is the number of entries a queue keeps registered.
 	queueDepth = 8
@@ -149,7 +151,7 @@ func Mount(dir string, fs fuse.RawFileSystem, opts fuse.MountOptions) (*fuse.Ser
 	}
 	var t *Transport
 	if err == nil {
-		if t, err = start(devFD, fs, &opts, server.KernelSettings()); err != nil {
+		if t, err = start(devFD, server, &opts); err != nil {
 			unix.Close(devFD)
 		}
 	}
@@ -205,13 +207,13 @@ func newFuseFD(before map[int]bool) (int, error) {
 
 // start sets up one queue per possible CPU (the kernel serves a mount over
 // io_uring only once every queue has registered) and returns when all have.
-func start(devFD int, fs fuse.RawFileSystem, opts *fuse.MountOptions, kernel *fuse.InitIn) (*Transport, error) {
+func start(devFD int, server *fuse.Server, opts *fuse.MountOptions) (*Transport, error) {
 	cpus, err := possibleCPUs()
 	if err != nil {
 		return nil, err
 	}
-	ps := fuse.NewProtocolServer(fs, opts)
-	if err := initProtocolServer(ps, kernel); err != nil {
+	ps, err := protocolServerOf(server)
+	if err != nil {
 		return nil, err
 	}
 	wakeFD, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
@@ -253,23 +255,19 @@ func (t *Transport) stop() {
 	t.done.Wait()
 }
 
-// initProtocolServer hands ps the INIT the kernel sent, so that it parses
-// requests as negotiated.
-func initProtocolServer(ps *fuse.ProtocolServer, kernel *fuse.InitIn) error {
-	in := *kernel
-	in.Length = uint32(unsafe.Sizeof(in))
-	in.Opcode = opInit
-	in.Unique = 1
-	in.NodeId = 0
-	req := unsafe.Slice((*byte)(unsafe.Pointer(&in)), unsafe.Sizeof(in))
-	out := make([]byte, 4096)
-	if _, code := ps.HandleRequest([][]byte{req}, [][]byte{out}); !code.Ok() {
-		return fmt.Errorf("initializing the io_uring request parser: %v", code)
+// protocolServerOf returns the request parser of server as a
+// ProtocolServer: go-fuse's Server embeds it first, as ProtocolServer
+// does, but offers no way to reach it. Sharing it shares its list of the
+// requests under way, which INTERRUPTs are matched against, and the INIT
+// the server negotiated. Should a go-fuse version lay the types out
+// otherwise, mounting fails here (and the version's test says so) rather
+// than misreading memory.
+func protocolServerOf(server *fuse.Server) (*fuse.ProtocolServer, error) {
+	st, pt := reflect.TypeFor[fuse.Server](), reflect.TypeFor[fuse.ProtocolServer]()
+	if st.NumField() == 0 || pt.NumField() != 1 || st.Field(0).Offset != 0 || st.Field(0).Type != pt.Field(0).Type {
+		return nil, fmt.Errorf("%w: this go-fuse's Server does not begin with its ProtocolServer", ErrUnavailable)
 	}
-	if errno := int32(binary.NativeEndian.Uint32(out[4:8])); errno != 0 {
-		return fmt.Errorf("initializing the io_uring request parser: %v", syscall.Errno(-errno))
-	}
-	return nil
+	return (*fuse.ProtocolServer)(unsafe.Pointer(server)), nil
 }
 
 // possibleCPUs returns the kernel's count of possible CPUs, the number of

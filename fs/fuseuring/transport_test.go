@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -132,5 +133,93 @@ func TestServesAMount(t *testing.T) {
 	case <-ended:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the queues did not end within 10 s of unmounting")
+	}
+}
+
+// stuckFile is a file whose reads wait until they are interrupted.
+type stuckFile struct {
+	gofs.Inode
+	reading     chan struct{} // a read began
+	interrupted chan struct{} // a read's context was cancelled
+}
+
+var _ = (gofs.NodeReader)((*stuckFile)(nil))
+var _ = (gofs.NodeOpener)((*stuckFile)(nil))
+
+func (f *stuckFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	return nil, fuse.FOPEN_DIRECT_IO, 0
+}
+
+func (f *stuckFile) Read(ctx context.Context, _ gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	f.reading <- struct{}{}
+	select {
+	case <-ctx.Done():
+		close(f.interrupted)
+		return nil, syscall.EINTR
+	case <-time.After(time.Minute):
+		return fuse.ReadResultData(nil), 0
+	}
+}
+
+// TestInterruptCancels kills a reader whose READ, served over io_uring,
+// waits: the kernel's INTERRUPT (sent over /dev/fuse) cancels the
+// request's context, so the reader ends at once instead of sitting in
+// uninterruptible sleep until the read returns.
+func TestInterruptCancels(t *testing.T) {
+	enableForTest(t)
+	dir := t.TempDir()
+	stuck := &stuckFile{reading: make(chan struct{}, 16), interrupted: make(chan struct{})}
+	root := &gofs.Inode{}
+	opts := &gofs.Options{OnAdd: func(ctx context.Context) {
+		root.AddChild("stuck", root.NewPersistentInode(ctx, stuck, gofs.StableAttr{}), false)
+	}}
+	opts.DirectMount = true
+	server, transport, err := Mount(dir, gofs.NewNodeFS(root, opts), opts.MountOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			abortConnection(dir) // a reader still stuck would hold the unmount
+		}
+		server.Unmount()
+		transport.Wait()
+	})
+	cat := exec.Command("cat", filepath.Join(dir, "stuck"))
+	if err := cat.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cat.Wait() }()
+	select {
+	case <-stuck.reading:
+	case err := <-exited:
+		t.Fatalf("cat exited before its read reached the file system: %v", err)
+	case <-time.After(30 * time.Second):
+		cat.Process.Kill()
+		t.Fatal("the read did not reach the file system within 30 s")
+	}
+	if transport.Requests() == 0 {
+		t.Fatal("no request came over io_uring")
+	}
+	cat.Process.Kill()
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a killed reader did not exit within 10 s: its READ was not interrupted")
+	}
+	select {
+	case <-stuck.interrupted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the READ's context was not cancelled")
+	}
+}
+
+// abortConnection aborts the FUSE connection of the mount at dir, failing
+// every request pending on it.
+func abortConnection(dir string) {
+	var st unix.Stat_t
+	if unix.Stat(dir, &st) == nil {
+		os.WriteFile(fmt.Sprintf("/sys/fs/fuse/connections/%d/abort", unix.Minor(st.Dev)), []byte("1"), 0)
 	}
 }

@@ -20,11 +20,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/golang/groupcache/singleflight"
-
 	"github.com/zarrfs/zarrfs/cache"
 	"github.com/zarrfs/zarrfs/cache/cluster"
 	"github.com/zarrfs/zarrfs/cache/diskcache"
+	"github.com/zarrfs/zarrfs/cache/flight"
 	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/writeback"
@@ -142,13 +141,20 @@ type FS struct {
 	// directories); on others chunks are read by range (nil).
 	files  *fileCache
 	lists  listings
-	flight singleflight.Group // fetches of runs and checks of shards, which several readers wait for
+	flight flight.Group // fetches of runs, which several readers wait for
 	// cluster shares what is read from a remote store with the mounts of
 	// other machines (JoinCluster); nil: none.
 	cluster *cluster.Cluster
 	// readAhead prepares transcoded chunks ahead of sequential readers.
 	readAhead *readAhead
 	gens      sync.Map // store key of a rewritten object -> *atomic.Uint64, see generation
+	// bg is the context of work no request waits for (read-ahead, checks
+	// of shards outlasting their readers' wait), cancelled by Close: work
+	// waiting on a stalled store must not hold up an unmount.
+	bg       context.Context
+	stopBg   context.CancelFunc
+	checks   sync.WaitGroup // checks under way in the background
+	checking sync.Map       // store key -> *check under way
 
 	// Writing.
 	temps temps
@@ -182,10 +188,13 @@ func New(h *zarr.Hierarchy, opts Options) *FS {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	bg, stopBg := context.WithCancel(context.Background())
 	f := &FS{
 		h: h, store: h.Store, opts: opts,
 		cache:     cache.New(opts.CacheBytes),
-		readAhead: newReadAhead(opts.ReadAhead),
+		readAhead: newReadAhead(bg, opts.ReadAhead),
+		bg:        bg,
+		stopBg:    stopBg,
 		mtime:     time.Now(),
 		arrays:    map[string]map[View]*arrayView{},
 		vnodes:    map[View]map[string]*vnode{},
@@ -213,11 +222,19 @@ func (f *FS) Root(v View) *Dir { return f.roots[v] }
 // Writable reports whether the views take writes.
 func (f *FS) Writable() bool { return f.opts.Writer != nil }
 
+// Revalidate is how long what is known of a stored object is trusted
+// (Options.Revalidate).
+func (f *FS) Revalidate() time.Duration { return f.opts.Revalidate }
+
 // Alias names an entry of a view whose content or existence changed.
 type Alias struct {
 	View View
 	Dir  string // the directory's path in the view
 	Name string
+	// Outside: the change was made outside this mount and seen by a
+	// check of its shard, which readers of the shard's files may be
+	// waiting for: the notifier must not wait for them.
+	Outside bool
 }
 
 // SetNotifier registers the function told about every entry a write
@@ -225,10 +242,12 @@ type Alias struct {
 // be set before the views are used.
 func (f *FS) SetNotifier(fn func(Alias)) { f.notify = fn }
 
-// Close waits for the transcodes under way ahead of readers and releases
-// open shard files.
+// Close stops the work under way ahead of readers and releases open shard
+// files.
 func (f *FS) Close() {
+	f.stopBg()
 	f.readAhead.work.Wait()
+	f.checks.Wait()
 	if f.files != nil {
 		f.files.close()
 	}

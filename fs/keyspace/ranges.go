@@ -35,10 +35,9 @@ func (av *arrayView) readRange(ctx context.Context, loc location) ([]byte, error
 		return nil, err
 	}
 	f := av.fs
-	// Other readers wait for this load: one reader's interrupted request
-	// must not fail theirs.
-	ctx = context.WithoutCancel(ctx)
-	v, err := f.cache.GetOrLoad(chunkRangeKey(loc), func() (any, int64, error) {
+	// Other readers wait for this load and the run's: each leaves when its
+	// request is interrupted, and the fetch stops when all have.
+	v, err := f.cache.GetOrLoad(ctx, chunkRangeKey(loc), func(ctx context.Context) (any, int64, error) {
 		dc := f.opts.DiskCache
 		if dc != nil {
 			if b, ok := dc.Get(diskRangeKey(f.store, loc.key, loc.gen, loc.off, loc.n)); ok && int64(len(b)) == loc.n {
@@ -48,7 +47,7 @@ func (av *arrayView) readRange(ctx context.Context, loc location) ([]byte, error
 		run := av.run(ctx, loc)
 		start, last := run[0].off, run[len(run)-1]
 		span := storedRange{start, last.off + last.n - start}
-		v, err := f.flight.Do(rangeKey(f.store, loc.key, loc.gen, span), func() (any, error) {
+		v, err := f.flight.Do(ctx, rangeKey(f.store, loc.key, loc.gen, span), func(ctx context.Context) (any, error) {
 			buf, err := av.fetchRange(ctx, loc, span, len(run))
 			if err != nil {
 				return nil, err

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -48,18 +49,23 @@ func (av *arrayView) object(ctx context.Context, key string, fresh bool) (*objec
 	f := av.fs
 	cacheKey := objectKey(key)
 	loaded := false
-	load := func() (any, int64, error) {
+	// Loads and checks are shared by the readers asking at once; each
+	// stops waiting when its request is interrupted, and the request to
+	// the store stops when all have (see package flight). A load cut
+	// short is not cached.
+	load := func(ctx context.Context) (any, int64, error) {
 		loaded = true
-		// Other callers wait for this load and the state is cached: one
-		// caller's interrupted request must not fail theirs or be cached.
-		s := av.loadObject(context.WithoutCancel(ctx), key, nil)
+		s := av.loadObject(ctx, key, nil)
+		if err := ctx.Err(); err != nil {
+			return nil, 0, err
+		}
 		return s, s.size(), nil
 	}
-	v, err := f.cache.GetOrLoad(cacheKey, load)
+	v, err := f.cache.GetOrLoad(f.loadContext(ctx), cacheKey, load)
 	for err == nil && v.(*objectState).gen != f.generation(key) {
 		// Loaded before this process rewrote the object: load again.
 		f.cache.Remove(cacheKey)
-		v, err = f.cache.GetOrLoad(cacheKey, load)
+		v, err = f.cache.GetOrLoad(f.loadContext(ctx), cacheKey, load)
 	}
 	if err != nil {
 		return nil, err
@@ -68,19 +74,98 @@ func (av *arrayView) object(ctx context.Context, key string, fresh bool) (*objec
 	if loaded || !fresh && s.current(f) {
 		return s, nil
 	}
-	revalidate := func() (any, error) {
-		next := av.loadObject(context.WithoutCancel(ctx), key, s)
+	revalidate := func(ctx context.Context) (any, error) {
+		next := av.loadObject(ctx, key, s)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		if next != s {
 			f.cache.Add(cacheKey, next, next.size())
+			if s.exists {
+				av.objectChanged(key)
+			}
 		}
 		return next, nil
 	}
 	if fresh { // the check must begin after the caller's open
-		v, _ = revalidate()
-	} else { // readers of a shard and the read-ahead wait for one check
-		v, _ = f.flight.Do("revalidate\x00"+key, revalidate)
+		v, err := revalidate(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return v.(*objectState), nil
 	}
-	return v.(*objectState), nil
+	// Readers of a shard and the read-ahead wait for one check, which
+	// runs in the background: a reader waits for it up to staleWait, and
+	// is then served the cached state while the check goes on.
+	c := &check{done: make(chan struct{}), state: s}
+	if running, ok := f.checking.LoadOrStore(key, c); ok {
+		c = running.(*check)
+	} else {
+		f.checks.Go(func() {
+			defer f.checking.Delete(key)
+			defer close(c.done)
+			if v, err := revalidate(f.bg); err == nil {
+				c.state = v.(*objectState)
+			}
+		})
+	}
+	timer := time.NewTimer(staleWait)
+	defer timer.Stop()
+	select {
+	case <-c.done:
+		return c.state, nil
+	case <-timer.C:
+		return s, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// check is a check of a stored object under way in the background; state
+// is its answer once done is closed.
+type check struct {
+	done  chan struct{}
+	state *objectState
+}
+
+// loadContext is the context a reader waits for a shared load with. A
+// load from a local store (a file read, a transcode) is brief: the reader
+// runs it in its own goroutine, without a handoff to another (see
+// flight.Group.Do), and is not interrupted during it. One from a remote
+// store can stall, and the reader must be able to leave it.
+func (f *FS) loadContext(ctx context.Context) context.Context {
+	if f.files != nil {
+		return context.WithoutCancel(ctx)
+	}
+	return ctx
+}
+
+// staleWait bounds how long a reader waits for a check of a cached state
+// past the revalidation interval: a store that stalls must not stall the
+// reads of what is cached. A check that answers in time (any local store,
+// a remote one within a round trip) serves the reader its answer.
+const staleWait = 100 * time.Millisecond
+
+// objectChanged tells the notifier about every chunk file of a stored
+// object (a shard, or an unsharded chunk) that a check found changed,
+// once its new state is cached: what the kernel keeps of those files was
+// read from the old one. The kernel then asks again before serving any
+// of them, so no reader sees one file of a shard new and a later one old.
+func (av *arrayView) objectChanged(key string) {
+	objCoords, ok := av.a.ParseChunkKey(strings.TrimPrefix(key, av.a.Path+"/"))
+	if !ok {
+		return
+	}
+	n := 1
+	if av.shard != nil {
+		n = av.shard.NumChunks()
+	}
+	grid := av.a.InnerGrid()
+	for i := range n {
+		if c := av.a.InnerCoords(objCoords, i); nd.Inside(c, grid) {
+			av.fs.chunkChanged(av.a, c, true)
+		}
+	}
 }
 
 // current reports whether a cached state is younger than the revalidation
@@ -146,6 +231,9 @@ func (av *arrayView) loadObject(ctx context.Context, key string, prev *objectSta
 		return unchanged()
 	case errors.Is(err, store.ErrNotFound) && prev != nil && !prev.exists && prev.err == nil:
 		return unchanged()
+	case ctx.Err() != nil: // interrupted: nothing to log, and not kept
+		s.err = ctx.Err()
+		return s
 	case err != nil && !errors.Is(err, sharding.ErrInvalidIndex):
 		if s.err = ignoreNotFound(err); s.err != nil {
 			av.fs.logOnce(ctx, key, "shard index unreadable: its inner chunks give EIO until it reads", "error", s.err)

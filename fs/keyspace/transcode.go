@@ -18,8 +18,8 @@ import (
 // rewritten shard is transcoded afresh.
 func (av *arrayView) transcoded(ctx context.Context, coords []int, loc location) ([]byte, error) {
 	f := av.fs
-	ctx = context.WithoutCancel(ctx) // shared by the readers waiting for it
-	v, err := f.cache.GetOrLoad(av.transcodeKey(coords, loc.gen), func() (any, int64, error) {
+	// Shared by the readers waiting for it (see GetOrLoad).
+	v, err := f.cache.GetOrLoad(f.loadContext(ctx), av.transcodeKey(coords, loc.gen), func(ctx context.Context) (any, int64, error) {
 		if f.cluster != nil && loc.data == nil {
 			// The chunk's owner in the cluster transcodes it once for all.
 			if b, err := f.cluster.Get(ctx, transcodedKey(f.store, av, coords, loc.gen)); err == nil {
@@ -115,8 +115,9 @@ func (av *arrayView) readStoredScratch(ctx context.Context, loc location) (b []b
 // kernel reads ahead itself; those of stores read by ranges are fetched
 // ahead (fetchAhead).
 type readAhead struct {
-	depth int           // chunks prepared ahead of the reader; 0: none
-	slots chan struct{} // one per transcodeAhead walker under way
+	ctx   context.Context // the FS's background work's (FS.bg)
+	depth int             // chunks prepared ahead of the reader; 0: none
+	slots chan struct{}   // one per transcodeAhead walker under way
 	work  sync.WaitGroup
 	ahead atomic.Uint64 // chunks transcoded or fetched ahead, for Stats
 	// Stores read by ranges: one walk at a time looks ahead of the
@@ -125,8 +126,9 @@ type readAhead struct {
 	fetches chan struct{}
 }
 
-func newReadAhead(depth int) *readAhead {
+func newReadAhead(ctx context.Context, depth int) *readAhead {
 	return &readAhead{
+		ctx:     ctx,
 		depth:   depth,
 		slots:   make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1)),
 		fetches: make(chan struct{}, remoteFetchesAhead),
@@ -203,7 +205,7 @@ func (r *readAhead) after(av *arrayView, coords []int) {
 // what keeps it ahead: a transcode started only when the reader reaches
 // the chunk before would be waited for whole at the next lookup.
 func (r *readAhead) transcodeAhead(av *arrayView) {
-	ctx := context.Background()
+	ctx := r.ctx
 	type job struct {
 		coords []int
 		loc    location
@@ -268,7 +270,7 @@ const (
 // undone (a shard whose index was under way, no request free), so each
 // chunk is looked at about once.
 func (r *readAhead) fetchAhead(av *arrayView, coords []int) {
-	ctx := context.Background()
+	ctx := r.ctx
 	start := nd.Linear(coords, av.grid) + 1
 	end := min(start+remoteAhead, nd.Size(av.grid))
 	av.seq.mu.Lock()

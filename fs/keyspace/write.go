@@ -308,7 +308,7 @@ func (av *arrayView) commitChunk(ctx context.Context, filePath string, coords []
 	if err := av.fs.opts.Writer.Put(ctx, av.a, coords, stored); err != nil {
 		return err
 	}
-	av.fs.chunkChanged(av.a, coords)
+	av.fs.chunkChanged(av.a, coords, false)
 	return nil
 }
 
@@ -336,10 +336,10 @@ func (av *arrayView) toStored(b []byte) ([]byte, error) {
 // chunkChanged tells the notifier about the chunk's file in every view.
 // Only the file: chunk key directories always exist, and a writable
 // mount's listings are not cached.
-func (f *FS) chunkChanged(a *zarr.Array, coords []int) {
+func (f *FS) chunkChanged(a *zarr.Array, coords []int, outside bool) {
 	for v, av := range f.arrays[a.Path] {
 		file := joinPath(a.Path, av.keys.Key(coords))
-		f.notify(Alias{View: v, Dir: parentOf(file), Name: path.Base(file)})
+		f.notify(Alias{View: v, Dir: parentOf(file), Name: path.Base(file), Outside: outside})
 	}
 }
 
@@ -483,7 +483,7 @@ func (d *Dir) Unlink(ctx context.Context, name string) error {
 	if err := d.fs.opts.Writer.Delete(ctx, av.a, coords); err != nil {
 		return err
 	}
-	d.fs.chunkChanged(av.a, coords)
+	d.fs.chunkChanged(av.a, coords, false)
 	return nil
 }
 
