@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	pb "github.com/golang/groupcache/groupcachepb"
 )
@@ -65,10 +67,11 @@ func TestPeerProtocol(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !bytes.Equal(body, value) || resp.ContentLength != int64(len(value)) {
 		t.Fatalf("a value: HTTP %d, %d bytes, length %d; want 200 and its %d bytes", resp.StatusCode, len(body), resp.ContentLength, len(value))
 	}
-	g := &peerGetter{p: &peers{token: "s3cret", transport: http.DefaultTransport}, base: self + basePath}
+	g := &peerGetter{p: testPeers(), base: self + basePath}
 	group := groupName
 	var out pb.GetResponse
-	if err := g.Get(context.Background(), &pb.GetRequest{Group: &group, Key: &key}, &out); err != nil || !bytes.Equal(out.Value, value) {
+	ctx := context.WithValue(context.Background(), checkKey{}, &Check{})
+	if err := g.Get(ctx, &pb.GetRequest{Group: &group, Key: &key}, &out); err != nil || !bytes.Equal(out.Value, value) {
 		t.Fatalf("the peer getter read %d bytes, %v; want the value", len(out.Value), err)
 	}
 	if n, _ := loads.Load(key); n.(*atomic.Int32).Load() != 1 {
@@ -81,8 +84,87 @@ func TestPeerProtocol(t *testing.T) {
 	}))
 	defer huge.Close()
 	g.base = huge.URL + basePath
-	if err := g.Get(context.Background(), &pb.GetRequest{Group: &group, Key: &key}, &out); err == nil {
+	if err := g.Get(ctx, &pb.GetRequest{Group: &group, Key: &key}, &out); err == nil {
 		t.Error("a value longer than the bound was accepted")
+	}
+}
+
+func testPeers() *peers {
+	return &peers{token: "s3cret", transport: http.DefaultTransport, timeout: 2 * time.Second, logger: slog.New(slog.DiscardHandler), logged: map[string]struct{}{}}
+}
+
+// TestLyingPeer: a peer's value that fails the asker's check, or of a
+// length the check refuses, is dropped and counted; one trickling its body
+// is given up within the deadline; a peer failing repeatedly is then
+// skipped without a request; and nothing is asked of a peer without a
+// check (a node answering a peer loads the key itself).
+func TestLyingPeer(t *testing.T) {
+	var requests atomic.Int32
+	peer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		switch {
+		case strings.HasSuffix(r.URL.Path, "trickle"):
+			w.Header().Set("Content-Length", "10")
+			w.WriteHeader(http.StatusOK)
+			for range 10 {
+				w.Write([]byte{0xAA})
+				w.(http.Flusher).Flush()
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(time.Second):
+				}
+			}
+		case strings.HasSuffix(r.URL.Path, "huge"):
+			w.Header().Set("Content-Length", strconv.Itoa(1<<30))
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		default:
+			w.Write(bytes.Repeat([]byte{0xAA}, 10))
+		}
+	}))
+	defer peer.Close()
+	p := testPeers()
+	g := &peerGetter{p: p, base: peer.URL + basePath}
+	group := groupName
+	get := func(key string, check *Check) error {
+		var out pb.GetResponse
+		ctx := context.Background()
+		if check != nil {
+			ctx = context.WithValue(ctx, checkKey{}, check)
+		}
+		return g.Get(ctx, &pb.GetRequest{Group: &group, Key: &key}, &out)
+	}
+	exact10 := &Check{Size: func(n int64) error {
+		if n != 10 {
+			return errors.New("not 10 bytes")
+		}
+		return nil
+	}}
+	if err := get("plain", nil); !errors.Is(err, errNoCheck) || requests.Load() != 0 {
+		t.Fatalf("a get without a check: %v after %d requests; want no request", err, requests.Load())
+	}
+	if err := get("plain", &Check{Value: func(b []byte) error { return errors.New("not the bytes") }}); err == nil {
+		t.Error("a value failing its check was accepted")
+	}
+	start := time.Now()
+	if err := get("huge", exact10); err == nil {
+		t.Error("an announced 1 GiB was accepted for a 10-byte value")
+	}
+	if err := get("trickle", exact10); err == nil {
+		t.Error("a trickled value was accepted")
+	}
+	if took := time.Since(start); took > 8*time.Second { // the deadline is 2 s
+		t.Errorf("a stalled and a trickling peer took %v; want them given up within the deadline", took)
+	}
+	if p.rejected.Load() != 2 {
+		t.Errorf("%d rejected values counted, want 2 (wrong bytes, wrong length)", p.rejected.Load())
+	}
+	// Three failures in a row: the peer is now skipped.
+	before := requests.Load()
+	if err := get("plain", exact10); !errors.Is(err, errBackingOff) || requests.Load() != before {
+		t.Errorf("after 3 failures: %v, %d requests; want the peer skipped", err, requests.Load()-before)
 	}
 }
 

@@ -1,0 +1,275 @@
+package integration_test
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/zarrfs/zarrfs/integration"
+	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/dtype"
+	"github.com/zarrfs/zarrfs/zarr/meta"
+	"github.com/zarrfs/zarrfs/zarr/store/s3store/s3test"
+	"github.com/zarrfs/zarrfs/zarr/zarrtest"
+)
+
+// crcArrays are arrays of clusterStore whose inner chunks and shard
+// indexes end with a crc32c, so that a lying peer's bytes are caught. The
+// v2 view transcodes the chunks of the last (a transpose v2 cannot
+// express) to 8 raw bytes each: what a peer sends for them is checked by
+// decoding it.
+var crcArrays = []string{"float32_bigendian", "complex64_crc", "uint8_transposed_crc"}
+
+// fakePeer serves a cluster's peer port with answer, which is given the
+// kind of the key asked for and the length it asks for (the range's, the
+// index's; 8 for a transcoded chunk, the size of one of
+// uint8_transposed_crc). It counts the requests; the
+// returned stop ends every answer still under way.
+func fakePeer(t *testing.T, answer func(w http.ResponseWriter, r *http.Request, kind string, n int, stop <-chan struct{})) (peerURL string, requests *atomic.Int32, stop func()) {
+	t.Helper()
+	requests = new(atomic.Int32)
+	done := make(chan struct{})
+	addr := freeAddr(t)
+	srv := &http.Server{Addr: addr, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		key, _ := url.PathUnescape(strings.TrimPrefix(r.URL.EscapedPath(), "/_groupcache/zarrfs/"))
+		f := strings.Split(key, "\x00")
+		n := 8
+		switch f[0] {
+		case "range":
+			n, _ = strconv.Atoi(f[len(f)-1])
+		case "index":
+			spec := f[len(f)-2]
+			spec = strings.TrimPrefix(strings.TrimPrefix(spec, "-"), "0+")
+			n, _ = strconv.Atoi(spec)
+		}
+		answer(w, r, f[0], n, done)
+	})}
+	go srv.ListenAndServe()
+	var once atomic.Bool
+	stop = func() {
+		if once.CompareAndSwap(false, true) {
+			close(done)
+			srv.Close()
+		}
+	}
+	t.Cleanup(stop)
+	return "http://" + addr, requests, stop
+}
+
+// clusterStore uploads zarrtest's v3 store, and uint8_transposed_crc, to
+// a fresh S3 server and returns its local copy.
+func clusterStore(t *testing.T, prefix string) string {
+	t.Helper()
+	srv := s3test.Start(t)
+	srv.Bucket(t, "zarr")
+	dir := t.TempDir()
+	zarrtest.WriteV3Store(t, dir)
+	s := zarrtest.OpenStore(t, dir)
+	defer s.Close()
+	crc := []meta.Codec{zarrtest.BytesLE, zarrtest.CRC32C}
+	a, err := zarr.CreateArrayV3(t.Context(), s, "uint8_transposed_crc", &meta.ArrayV3{
+		Shape: []int{4, 4, 4}, DataType: dtype.TypeUint8, ChunkShape: []int{4, 4, 4}, FillValue: []byte{0},
+		KeyEncoding: meta.KeyEncoding{Name: meta.KeyEncodingDefault, Separator: "/"},
+		Codecs: []meta.Codec{zarrtest.Sharding([]int{2, 2, 2}, append([]meta.Codec{zarrtest.C("transpose", `{"order":[1,0,2]}`)}, crc...), crc, "end")},
+	})
+	if err == nil {
+		err = a.Write(t.Context(), zarrtest.Pattern(a, 3))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Upload(t, dir, "zarr", prefix)
+	endpoint, _ := countingProxy(t, srv)
+	useS3(t, srv, endpoint)
+	return dir
+}
+
+// clusterNodes mounts s3://zarr/PREFIX twice as nodes of one cluster whose
+// peers also include the fakes.
+func clusterNodes(t *testing.T, prefix string, fakes []string, args ...string) []*integration.Mount {
+	t.Helper()
+	t.Setenv("ZARRFS_PEER_TOKEN", "s3cret")
+	addrs := []string{freeAddr(t), freeAddr(t)}
+	peers := slices.Clone(fakes)
+	for _, a := range addrs {
+		peers = append(peers, "http://"+a)
+	}
+	var nodes []*integration.Mount
+	for _, a := range addrs {
+		nodes = append(nodes, mount(t, "s3://zarr/"+prefix, append([]string{"--ro", "--peers", strings.Join(peers, ","), "--peer-listen", a}, args...)...))
+	}
+	return nodes
+}
+
+// arrayFiles reads every file of the arrays in both views of a mount,
+// each read within limit (a read taking longer fails the test).
+func arrayFiles(t *testing.T, root string, arrays []string, limit time.Duration) map[string][]byte {
+	t.Helper()
+	files := map[string][]byte{}
+	for _, view := range []string{"v3", "v2"} {
+		for _, a := range arrays {
+			err := filepath.WalkDir(filepath.Join(root, view, a), func(p string, d os.DirEntry, err error) error {
+				if err != nil || d.IsDir() {
+					return err
+				}
+				b, err := readWithin(p, limit)
+				rel, _ := filepath.Rel(root, p)
+				files[rel] = b
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return files
+}
+
+// readWithin reads a file, failing when that takes longer than limit.
+func readWithin(path string, limit time.Duration) ([]byte, error) {
+	type result struct {
+		b   []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		b, err := os.ReadFile(path)
+		done <- result{b, err}
+	}()
+	select {
+	case r := <-done:
+		return r.b, r.err
+	case <-time.After(limit):
+		return nil, fmt.Errorf("%s: no answer within %v", path, limit)
+	}
+}
+
+func sameFiles(t *testing.T, what string, got, want map[string][]byte) {
+	t.Helper()
+	if len(want) == 0 {
+		t.Fatalf("%s: no files to compare", what)
+	}
+	for p, w := range want {
+		if g, ok := got[p]; !ok || !bytes.Equal(g, w) {
+			t.Errorf("%s: %s differs from the store's (%d bytes, want %d)", what, p, len(g), len(w))
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%s: %d files, want %d", what, len(got), len(want))
+	}
+}
+
+func peerRejected(t *testing.T, m *integration.Mount) float64 {
+	n, _ := readStats(t, m.Dir).Cluster["peer_rejected"].(float64)
+	return n
+}
+
+// TestClusterLyingPeer: two real nodes share a cluster with fake peers
+// that answer every key with 0xAA bytes of the length it asks for. Every
+// file of both views of crc32c-protected arrays read through either node
+// is the store's (as a mount outside the cluster reads it): the fakes'
+// values are rejected, counted, logged, and read from the store instead.
+func TestClusterLyingPeer(t *testing.T) {
+	clusterStore(t, "lie")
+	want := arrayFiles(t, mount(t, "s3://zarr/lie", "--ro").Dir, crcArrays, time.Minute)
+	var fakes []string
+	var mu sync.Mutex
+	asked := map[string]int{} // by kind of key
+	for range 8 { // most keys have a lying owner
+		u, _, _ := fakePeer(t, func(w http.ResponseWriter, r *http.Request, kind string, n int, stop <-chan struct{}) {
+			mu.Lock()
+			asked[kind]++
+			mu.Unlock()
+			w.Write(bytes.Repeat([]byte{0xAA}, n))
+		})
+		fakes = append(fakes, u)
+	}
+	nodes := clusterNodes(t, "lie", fakes)
+	for i, m := range nodes {
+		sameFiles(t, fmt.Sprintf("node %d", i+1), arrayFiles(t, m.Dir, crcArrays, time.Minute), want)
+	}
+	rejected := peerRejected(t, nodes[0]) + peerRejected(t, nodes[1])
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("the fake peers were asked for %v; the nodes rejected %v values", asked, rejected)
+	if asked["range"] == 0 || asked["transcoded"] == 0 || rejected == 0 {
+		t.Fatalf("the fake peers were asked for %v, %v values rejected: the test attacked too little", asked, rejected)
+	}
+	if !strings.Contains(nodes[0].Log()+nodes[1].Log(), "fails its check") {
+		t.Error("no node logged a rejected value")
+	}
+}
+
+// TestClusterStallingPeer: a fake peer announcing 1 GiB and then sending
+// 256 MiB of it before stalling, and one trickling a byte a second, cost
+// the readers of two real nodes a few seconds at most: every file is
+// read within a generous limit, right, and the node's memory stays within
+// 100 MiB of a mount's outside the cluster.
+func TestClusterStallingPeer(t *testing.T) {
+	clusterStore(t, "stall")
+	ref := mount(t, "s3://zarr/stall", "--ro")
+	want := arrayFiles(t, ref.Dir, crcArrays, time.Minute)
+	base := daemonRSS(t, ref.Pid())
+	huge, hugeAsked, stopHuge := fakePeer(t, func(w http.ResponseWriter, r *http.Request, kind string, n int, stop <-chan struct{}) {
+		w.Header().Set("Content-Length", strconv.Itoa(1<<30))
+		w.WriteHeader(http.StatusOK)
+		chunk := bytes.Repeat([]byte{0xAA}, 1<<20)
+		for range 256 {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+		w.(http.Flusher).Flush()
+		select {
+		case <-stop:
+		case <-r.Context().Done():
+		}
+	})
+	trickle, trickleAsked, stopTrickle := fakePeer(t, func(w http.ResponseWriter, r *http.Request, kind string, n int, stop <-chan struct{}) {
+		w.Header().Set("Content-Length", strconv.Itoa(n))
+		w.WriteHeader(http.StatusOK)
+		for range n {
+			w.Write([]byte{0xAA})
+			w.(http.Flusher).Flush()
+			select {
+			case <-stop:
+				return
+			case <-r.Context().Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	})
+	// Stop the fakes before the nodes unmount (cleanups run last first):
+	// a node still waiting for one would not.
+	defer stopHuge()
+	defer stopTrickle()
+	nodes := clusterNodes(t, "stall", []string{huge, trickle})
+	for i, m := range nodes {
+		start := time.Now()
+		got := arrayFiles(t, m.Dir, crcArrays, 20*time.Second)
+		t.Logf("node %d read %d files in %v", i+1, len(got), time.Since(start))
+		sameFiles(t, fmt.Sprintf("node %d", i+1), got, want)
+	}
+	if hugeAsked.Load() == 0 || trickleAsked.Load() == 0 {
+		t.Fatalf("the stalling peer was asked %d times, the trickling one %d: the test attacked nothing", hugeAsked.Load(), trickleAsked.Load())
+	}
+	for i, m := range nodes {
+		rss := daemonRSS(t, m.Pid())
+		t.Logf("node %d: peak RSS %d MiB (a mount outside the cluster: %d MiB); cluster stats %v", i+1, rss>>20, base>>20, readStats(t, m.Dir).Cluster)
+		if rss > base+100<<20 {
+			t.Errorf("node %d peaked at %d MiB: it read a peer's announced value", i+1, rss>>20)
+		}
+	}
+}
