@@ -2,7 +2,16 @@ package integration_test
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -15,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zarrfs/zarrfs/cache/cluster"
 	"github.com/zarrfs/zarrfs/integration"
 	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/dtype"
@@ -81,7 +91,7 @@ func clusterStore(t *testing.T, prefix string) string {
 	a, err := zarr.CreateArrayV3(t.Context(), s, "uint8_transposed_crc", &meta.ArrayV3{
 		Shape: []int{4, 4, 4}, DataType: dtype.TypeUint8, ChunkShape: []int{4, 4, 4}, FillValue: []byte{0},
 		KeyEncoding: meta.KeyEncoding{Name: meta.KeyEncodingDefault, Separator: "/"},
-		Codecs: []meta.Codec{zarrtest.Sharding([]int{2, 2, 2}, append([]meta.Codec{zarrtest.C("transpose", `{"order":[1,0,2]}`)}, crc...), crc, "end")},
+		Codecs:      []meta.Codec{zarrtest.Sharding([]int{2, 2, 2}, append([]meta.Codec{zarrtest.C("transpose", `{"order":[1,0,2]}`)}, crc...), crc, "end")},
 	})
 	if err == nil {
 		err = a.Write(t.Context(), zarrtest.Pattern(a, 3))
@@ -186,7 +196,7 @@ func TestClusterLyingPeer(t *testing.T) {
 	var fakes []string
 	var mu sync.Mutex
 	asked := map[string]int{} // by kind of key
-	for range 8 { // most keys have a lying owner
+	for range 8 {             // most keys have a lying owner
 		u, _, _ := fakePeer(t, func(w http.ResponseWriter, r *http.Request, kind string, n int, stop <-chan struct{}) {
 			mu.Lock()
 			asked[kind]++
@@ -271,5 +281,105 @@ func TestClusterStallingPeer(t *testing.T) {
 		if rss > base+100<<20 {
 			t.Errorf("node %d peaked at %d MiB: it read a peer's announced value", i+1, rss>>20)
 		}
+	}
+}
+
+// peerCerts writes a CA and a certificate it signed for 127.0.0.1 (for
+// serving and as a client) into dir, and returns their files.
+func peerCerts(t *testing.T, dir, name string) (ca, cert, key string) {
+	t.Helper()
+	write := func(file, typ string, der []byte) string {
+		p := filepath.Join(dir, file)
+		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name + " CA"}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	leafKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	leafTmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: name}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, caCert, &leafKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, _ := x509.MarshalECPrivateKey(leafKey)
+	return write(name+"-ca.pem", "CERTIFICATE", caDER), write(name+".pem", "CERTIFICATE", leafDER), write(name+"-key.pem", "EC PRIVATE KEY", keyDER)
+}
+
+// TestClusterTLS: two nodes with --peer-tls-cert/--peer-tls-key/--peer-ca
+// and --peer-token-file share their cache over mutual TLS and read the
+// store's bytes; their peer port refuses plain HTTP, a client without a
+// certificate, and one whose certificate another CA signed. A token on
+// the command line is warned about.
+func TestClusterTLS(t *testing.T) {
+	clusterStore(t, "tls")
+	want := arrayFiles(t, mount(t, "s3://zarr/tls", "--ro").Dir, crcArrays, time.Minute)
+	dir := t.TempDir()
+	ca, cert, key := peerCerts(t, dir, "peers")
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("ZARRFS_PEER_TOKEN", "")
+	addrs := []string{freeAddr(t), freeAddr(t)}
+	peers := "https://" + addrs[0] + ",https://" + addrs[1]
+	var nodes []*integration.Mount
+	for _, a := range addrs {
+		nodes = append(nodes, mount(t, "s3://zarr/tls", "--ro", "--peers", peers, "--peer-listen", a,
+			"--peer-token-file", tokenFile, "--peer-tls-cert", cert, "--peer-tls-key", key, "--peer-ca", ca))
+	}
+	for i, m := range nodes {
+		sameFiles(t, fmt.Sprintf("node %d", i+1), arrayFiles(t, m.Dir, crcArrays, time.Minute), want)
+	}
+	var loads float64
+	for _, m := range nodes {
+		n, _ := readStats(t, m.Dir).Cluster["peer_loads"].(float64)
+		loads += n
+	}
+	if loads == 0 {
+		t.Error("no node got a value from its peer over TLS")
+	}
+	if strings.Contains(nodes[0].Log(), "command line") {
+		t.Error("a token from --peer-token-file was warned about")
+	}
+
+	path := "/_groupcache/zarrfs/x"
+	if resp, err := http.Get("http://" + addrs[0] + path); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Error("the TLS peer port answered plain HTTP")
+		}
+	}
+	pool := x509.NewCertPool()
+	caPEM, _ := os.ReadFile(ca)
+	pool.AppendCertsFromPEM(caPEM)
+	_, otherCert, otherKey := peerCerts(t, dir, "other")
+	other, err := tls.LoadX509KeyPair(otherCert, otherKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, certs := range map[string][]tls.Certificate{"no certificate": nil, "a certificate of another CA": {other}} {
+		c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: certs}}}
+		req, _ := http.NewRequest(http.MethodGet, "https://"+addrs[0]+path, nil)
+		req.Header.Set(cluster.TokenHeader, "s3cret")
+		if resp, err := c.Do(req); err == nil {
+			resp.Body.Close()
+			t.Errorf("a client with %s and the token: HTTP %d, want the TLS handshake refused", what, resp.StatusCode)
+		}
+	}
+
+	t.Setenv("ZARRFS_PEER_TOKEN", "")
+	m := mount(t, "s3://zarr/tls", "--ro", "--peers", "http://"+freeAddr(t), "--peer-listen", freeAddr(t), "--peer-token", "s3cret")
+	if !strings.Contains(m.Log(), "--peer-token is on the command line") {
+		t.Errorf("a token on the command line was not warned about:\n%s", m.Log())
 	}
 }

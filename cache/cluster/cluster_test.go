@@ -54,8 +54,12 @@ func TestPeerProtocol(t *testing.T) {
 		{"s3cret", strings.Repeat("x", 3*maxKey+1), http.StatusBadRequest},
 		{"s3cret", "mine/missing", http.StatusInternalServerError},
 	} {
-		if resp, _ := get(tc.token, tc.key); resp.StatusCode != tc.want {
+		resp, body := get(tc.token, tc.key)
+		if resp.StatusCode != tc.want {
 			t.Errorf("token %q, key %.20q: HTTP %d, want %d", tc.token, tc.key, resp.StatusCode, tc.want)
+		}
+		if bytes.Contains(body, []byte("no such value")) || bytes.Contains(body, []byte("mine/")) || bytes.Contains(body, []byte("theirs/")) {
+			t.Errorf("token %q, key %.20q: the answer %q says what is internal (the key, the load's error)", tc.token, tc.key, body)
 		}
 	}
 	if s := c.Stats(); s.Refused != refusedBefore+5 {
@@ -171,8 +175,11 @@ func TestLyingPeer(t *testing.T) {
 var (
 	value = bytes.Repeat([]byte("chunk bytes "), 100_000)
 	loads sync.Map // key -> *atomic.Int32
-	runs  atomic.Int32
-	node  struct {
+	// A load of mine/slow* waits for slowRelease, having said it started.
+	slowStarted = make(chan struct{}, 1)
+	slowRelease = make(chan struct{})
+	runs        atomic.Int32
+	node        struct {
 		once sync.Once
 		c    *Cluster
 		self string
@@ -201,6 +208,14 @@ func testNode(t *testing.T) (*Cluster, string) {
 				if key == "mine/missing" {
 					return nil, errors.New("no such value")
 				}
+				if strings.HasPrefix(key, "mine/slow") {
+					slowStarted <- struct{}{}
+					select {
+					case <-slowRelease:
+					case <-ctx.Done():
+						return nil, ctx.Err()
+					}
+				}
 				return value, nil
 			},
 		})
@@ -209,4 +224,45 @@ func testNode(t *testing.T) (*Cluster, string) {
 		t.Fatal(node.err)
 	}
 	return node.c, node.self
+}
+
+// TestOwnerLoadOutlivesAsker: a peer asks the node for a key whose load
+// is slow and gives up; the node's own reader, waiting for the same load,
+// still gets the value: the load runs on the node's context, not the
+// asker's request.
+func TestOwnerLoadOutlivesAsker(t *testing.T) {
+	c, self := testNode(t)
+	key := "mine/slow" + strconv.Itoa(int(runs.Add(1)))
+	ctx, giveUp := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, self+basePath+groupName+"/"+url.PathEscape(key), nil)
+	req.Header.Set(TokenHeader, "s3cret")
+	asked := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		asked <- err
+	}()
+	<-slowStarted // the peer's request is loading the key
+	local := make(chan error, 1)
+	go func() {
+		b, err := c.Get(context.Background(), key, Check{})
+		if err == nil && !bytes.Equal(b, value) {
+			err = errors.New("not the value")
+		}
+		local <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // the local Get joins the load under way
+	giveUp()
+	<-asked
+	close(slowRelease)
+	select {
+	case err := <-local:
+		if err != nil {
+			t.Errorf("the node's own reader, after the asking peer gave up: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the node's own reader got no answer")
+	}
 }
