@@ -221,8 +221,9 @@ func TestClusterLyingPeer(t *testing.T) {
 	}
 }
 
-// TestClusterStallingPeer: a fake peer announcing 1 GiB and then sending
-// 256 MiB of it before stalling, and one trickling a byte a second, cost
+// TestClusterStallingPeer: fake peers announcing 1 GiB and then sending
+// 256 MiB of it before stalling, trickling a byte a second, and resetting
+// connections cost
 // the readers of two real nodes a few seconds at most: every file is
 // read within a generous limit, right, and the node's memory stays within
 // 100 MiB of a mount's outside the cluster.
@@ -231,49 +232,66 @@ func TestClusterStallingPeer(t *testing.T) {
 	ref := mount(t, "s3://zarr/stall", "--ro")
 	want := arrayFiles(t, ref.Dir, crcArrays, time.Minute)
 	base := daemonRSS(t, ref.Pid())
-	huge, hugeAsked, stopHuge := fakePeer(t, func(w http.ResponseWriter, r *http.Request, kind string, n int, stop <-chan struct{}) {
-		w.Header().Set("Content-Length", strconv.Itoa(1<<30))
-		w.WriteHeader(http.StatusOK)
-		chunk := bytes.Repeat([]byte{0xAA}, 1<<20)
-		for range 256 {
-			if _, err := w.Write(chunk); err != nil {
-				return
+	// The fakes take turns at stalling, trickling and resetting: each
+	// attack is made whatever keys they own.
+	attacks := []func(w http.ResponseWriter, r *http.Request, n int, stop <-chan struct{}){
+		func(w http.ResponseWriter, r *http.Request, n int, stop <-chan struct{}) { // 1 GiB announced
+			w.Header().Set("Content-Length", strconv.Itoa(1<<30))
+			w.WriteHeader(http.StatusOK)
+			chunk := bytes.Repeat([]byte{0xAA}, 1<<20)
+			for range 256 {
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
 			}
-		}
-		w.(http.Flusher).Flush()
-		select {
-		case <-stop:
-		case <-r.Context().Done():
-		}
-	})
-	trickle, trickleAsked, stopTrickle := fakePeer(t, func(w http.ResponseWriter, r *http.Request, kind string, n int, stop <-chan struct{}) {
-		w.Header().Set("Content-Length", strconv.Itoa(n))
-		w.WriteHeader(http.StatusOK)
-		for range n {
-			w.Write([]byte{0xAA})
 			w.(http.Flusher).Flush()
 			select {
 			case <-stop:
-				return
 			case <-r.Context().Done():
-				return
-			case <-time.After(time.Second):
 			}
-		}
-	})
-	// Stop the fakes before the nodes unmount (cleanups run last first):
-	// a node still waiting for one would not.
-	defer stopHuge()
-	defer stopTrickle()
-	nodes := clusterNodes(t, "stall", []string{huge, trickle})
+		},
+		func(w http.ResponseWriter, r *http.Request, n int, stop <-chan struct{}) { // a byte a second
+			w.Header().Set("Content-Length", strconv.Itoa(n))
+			w.WriteHeader(http.StatusOK)
+			for range n {
+				w.Write([]byte{0xAA})
+				w.(http.Flusher).Flush()
+				select {
+				case <-stop:
+					return
+				case <-r.Context().Done():
+					return
+				case <-time.After(time.Second):
+				}
+			}
+		},
+		func(w http.ResponseWriter, r *http.Request, n int, stop <-chan struct{}) { // a reset
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				conn.(*net.TCPConn).SetLinger(0)
+				conn.Close()
+			}
+		},
+	}
+	var turn atomic.Int32
+	var fakes []string
+	for range 4 {
+		u, _, stop := fakePeer(t, func(w http.ResponseWriter, r *http.Request, kind string, n int, stop <-chan struct{}) {
+			attacks[int(turn.Add(1)-1)%len(attacks)](w, r, n, stop)
+		})
+		// Stop the fakes before the nodes unmount (cleanups run last
+		// first): a node still waiting for one would not.
+		defer stop()
+		fakes = append(fakes, u)
+	}
+	nodes := clusterNodes(t, "stall", fakes)
 	for i, m := range nodes {
 		start := time.Now()
 		got := arrayFiles(t, m.Dir, crcArrays, 20*time.Second)
 		t.Logf("node %d read %d files in %v", i+1, len(got), time.Since(start))
 		sameFiles(t, fmt.Sprintf("node %d", i+1), got, want)
 	}
-	if hugeAsked.Load() == 0 || trickleAsked.Load() == 0 {
-		t.Fatalf("the stalling peer was asked %d times, the trickling one %d: the test attacked nothing", hugeAsked.Load(), trickleAsked.Load())
+	if turn.Load() < int32(len(attacks)) {
+		t.Fatalf("the fake peers were asked %d times: the test attacked too little", turn.Load())
 	}
 	for i, m := range nodes {
 		rss := daemonRSS(t, m.Pid())
