@@ -3,7 +3,6 @@ package keyspace
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -235,8 +234,7 @@ func (av *arrayView) rangeCheck(span storedRange, run []storedRange) cluster.Che
 		},
 		Value: func(b []byte) error {
 			for _, r := range run {
-				c := b[r.off-span.off : r.off-span.off+r.n]
-				if crc && (len(c) < 4 || codec.CRC32C(c[:len(c)-4]) != binary.LittleEndian.Uint32(c[len(c)-4:])) {
+				if crc && !codec.EndsWithCRC32C(b[r.off-span.off:r.off-span.off+r.n]) {
 					return fmt.Errorf("crc32c of the inner chunk at offset %d does not match", r.off)
 				}
 			}
