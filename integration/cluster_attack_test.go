@@ -123,27 +123,46 @@ func clusterNodes(t *testing.T, prefix string, fakes []string, args ...string) [
 }
 
 // arrayFiles reads every file of the arrays in both views of a mount,
-// each read within limit (a read taking longer fails the test).
+// each read within limit and all within limit per array and view (a
+// listing or read taking longer fails the test).
 func arrayFiles(t *testing.T, root string, arrays []string, limit time.Duration) map[string][]byte {
 	t.Helper()
-	files := map[string][]byte{}
-	for _, view := range []string{"v3", "v2"} {
-		for _, a := range arrays {
-			err := filepath.WalkDir(filepath.Join(root, view, a), func(p string, d os.DirEntry, err error) error {
-				if err != nil || d.IsDir() {
+	type result struct {
+		files map[string][]byte
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		files := map[string][]byte{}
+		for _, view := range []string{"v3", "v2"} {
+			for _, a := range arrays {
+				err := filepath.WalkDir(filepath.Join(root, view, a), func(p string, d os.DirEntry, err error) error {
+					if err != nil || d.IsDir() {
+						return err
+					}
+					b, err := readWithin(p, limit)
+					rel, _ := filepath.Rel(root, p)
+					files[rel] = b
 					return err
+				})
+				if err != nil {
+					done <- result{nil, err}
+					return
 				}
-				b, err := readWithin(p, limit)
-				rel, _ := filepath.Rel(root, p)
-				files[rel] = b
-				return err
-			})
-			if err != nil {
-				t.Fatal(err)
 			}
 		}
+		done <- result{files, nil}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		return r.files
+	case <-time.After(limit * time.Duration(2*len(arrays))):
+		t.Fatalf("%s: the arrays' files were not listed and read within %v", root, limit*time.Duration(2*len(arrays)))
+		return nil
 	}
-	return files
 }
 
 // readWithin reads a file, failing when that takes longer than limit.
