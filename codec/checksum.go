@@ -23,6 +23,12 @@ var Castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // CRC32C is the crc32c checksum of b, as the crc32c codec stores it.
 func CRC32C(b []byte) uint32 { return crc32.Checksum(b, Castagnoli) }
 
+// EndsWithCRC32C reports whether b ends with the crc32c of the bytes
+// before it, as the crc32c codec leaves a chunk.
+func EndsWithCRC32C(b []byte) bool {
+	return len(b) >= 4 && CRC32C(b[:len(b)-4]) == binary.LittleEndian.Uint32(b[len(b)-4:])
+}
+
 // checksumCodec stores a 32-bit little-endian checksum of the payload before
 // it (numcodecs crc32 and adler32 by default) or after it (v3 crc32c,
 // numcodecs crc32c and fletcher32).

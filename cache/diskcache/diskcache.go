@@ -3,7 +3,10 @@
 // must name immutable content (a remote store's key with its generation),
 // so an entry is never stale, only evicted: least recently used first when
 // the files add up to more than the bound. Every file ends with a crc32c
-// of its content; a file that fails it is a miss and is removed.
+// of its key and content; a file that fails it (damaged, or another key's
+// entry moved in its place) is a miss and is removed. The directory must
+// be this user's alone: another user who could write it could plant
+// entries with their checksums.
 package diskcache
 
 import (
@@ -11,6 +14,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"hash/crc32"
 	"io/fs"
 	"os"
@@ -18,6 +22,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -31,21 +36,34 @@ type Cache struct {
 	mu    sync.Mutex
 	bytes int64
 
-	hits, misses atomic.Uint64
+	hits, misses, rejected atomic.Uint64
 }
 
 // Stats are the cache's counters.
 type Stats struct {
 	Hits     uint64 `json:"hits"`
 	Misses   uint64 `json:"misses"`
+	Rejected uint64 `json:"rejected"` // entries failing their checksum, removed
 	Bytes    int64  `json:"bytes"`
 	MaxBytes int64  `json:"max_bytes"`
 }
 
-// Open opens (creating it) the cache in dir, holding at most maxBytes.
+// Open opens (creating it, 0700) the cache in dir, holding at most
+// maxBytes. An existing directory that others can write, or that another
+// user owns, is refused.
 func Open(dir string, maxBytes int64) (*Cache, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, err
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return nil, fmt.Errorf("%s is owned by uid %d, not by this user (uid %d): its entries could be planted", dir, st.Uid, os.Geteuid())
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		return nil, fmt.Errorf("%s is writable by its group or by others (mode %#o): its entries could be planted; chmod go-w it", dir, fi.Mode().Perm())
 	}
 	c := &Cache{dir: dir, maxBytes: maxBytes}
 	for _, f := range c.files() {
@@ -67,8 +85,9 @@ func (c *Cache) path(key string) string {
 func (c *Cache) Get(key string) ([]byte, bool) {
 	p := c.path(key)
 	b, err := os.ReadFile(p)
-	if err != nil || len(b) < 4 || crc32.Checksum(b[:len(b)-4], castagnoli) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
+	if err != nil || len(b) < 4 || checksum(key, b[:len(b)-4]) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
 		if err == nil {
+			c.rejected.Add(1)
 			c.remove(p, int64(len(b)))
 		}
 		c.misses.Add(1)
@@ -92,7 +111,7 @@ func (c *Cache) Put(key string, value []byte) {
 	if err != nil {
 		return
 	}
-	_, err = f.Write(binary.LittleEndian.AppendUint32(append(make([]byte, 0, len(value)+4), value...), crc32.Checksum(value, castagnoli)))
+	_, err = f.Write(binary.LittleEndian.AppendUint32(append(make([]byte, 0, len(value)+4), value...), checksum(key, value)))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -114,6 +133,13 @@ func (c *Cache) Put(key string, value []byte) {
 	if over {
 		c.evict()
 	}
+}
+
+// checksum is the crc32c of an entry's key (with its length) and value:
+// an entry read under another key fails it.
+func checksum(key string, value []byte) uint32 {
+	head := append(binary.LittleEndian.AppendUint64(nil, uint64(len(key))), key...)
+	return crc32.Update(crc32.Checksum(head, castagnoli), castagnoli, value)
 }
 
 func (c *Cache) remove(p string, size int64) {
@@ -170,5 +196,5 @@ func (c *Cache) evict() {
 func (c *Cache) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Bytes: c.bytes, MaxBytes: c.maxBytes}
+	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Rejected: c.rejected.Load(), Bytes: c.bytes, MaxBytes: c.maxBytes}
 }

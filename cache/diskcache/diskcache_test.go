@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -57,5 +58,58 @@ func TestGetPutEvictCorrupt(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(dir, "*", ".tmp-*")); len(left) > 0 {
 		t.Errorf("temporary files left: %v", left)
+	}
+}
+
+// TestSwappedEntries: an entry moved under another key's name (two files
+// swapped) is a miss, removed and counted, never the other key's value.
+func TestSwappedEntries(t *testing.T) {
+	c, err := Open(t.TempDir(), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Put("a", []byte("alpha"))
+	c.Put("b", []byte("bravo"))
+	a, _ := os.ReadFile(c.path("a"))
+	b, _ := os.ReadFile(c.path("b"))
+	os.WriteFile(c.path("a"), b, 0o600)
+	os.WriteFile(c.path("b"), a, 0o600)
+	for _, k := range []string{"a", "b"} {
+		if v, ok := c.Get(k); ok {
+			t.Errorf("Get(%s) after swapping the entries: %q, want a miss", k, v)
+		}
+	}
+	if st := c.Stats(); st.Rejected != 2 {
+		t.Errorf("%d rejected entries counted, want 2", st.Rejected)
+	}
+}
+
+// TestUnsafeDirectory: a new cache directory is 0700; an existing one that
+// others can write, or another user owns, is refused with the reason.
+func TestUnsafeDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "new", "cache")
+	if _, err := Open(dir, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("a new cache directory: %v, %v; want mode 0700", fi.Mode(), err)
+	}
+	open := t.TempDir()
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(open, 1<<20); err == nil || !strings.Contains(err.Error(), "writable") {
+		t.Errorf("a world-writable cache directory: %v; want refused as writable", err)
+	}
+	if os.Geteuid() != 0 {
+		t.Log("not root: a directory of another user is not tested")
+		return
+	}
+	theirs := t.TempDir()
+	if err := os.Chown(theirs, 65534, 65534); err != nil { // nobody
+		t.Fatal(err)
+	}
+	if _, err := Open(theirs, 1<<20); err == nil || !strings.Contains(err.Error(), "owned by uid 65534") {
+		t.Errorf("a cache directory owned by nobody: %v; want refused as another user's", err)
 	}
 }

@@ -43,7 +43,11 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cacheDirSize := flags.String("cache-dir-size", "10GiB", "bound of --cache-dir")
 	peers := flags.String("peers", "", "peer URLs (http://HOST:PORT,...) of the mounts of other machines sharing one cache for a remote store, this one's included")
 	peerListen := flags.String("peer-listen", "", "HOST:PORT this mount serves its peers on (its peer URL is http://HOST:PORT)")
-	peerToken := flags.String("peer-token", "", "shared secret of the peers (default: $ZARRFS_PEER_TOKEN)")
+	peerToken := flags.String("peer-token", "", "shared secret of the peers: visible in ps, prefer --peer-token-file or $ZARRFS_PEER_TOKEN")
+	peerTokenFile := flags.String("peer-token-file", "", "file holding the shared secret of the peers")
+	peerCert := flags.String("peer-tls-cert", "", "this node's TLS certificate (PEM): peers then speak mutual TLS (https://)")
+	peerKey := flags.String("peer-tls-key", "", "the key of --peer-tls-cert (PEM)")
+	peerCA := flags.String("peer-ca", "", "CA (PEM) the peers' TLS certificates are verified against")
 	peersFile := flags.String("peers-file", "", "file of peer URLs, one per line, re-read when it changes (instead of --peers)")
 	revalidate := flags.Duration("revalidate", time.Second, "how long a cached shard index (and, on object stores, an array's listing) is trusted before the store is asked again")
 	transcodeTo := flags.String("v2-transcode", keyspace.TranscodeRaw, "how the v2 view encodes chunks it must transcode: "+keyspace.TranscodeRaw+" (compressor null: cheapest to make and to read), "+keyspace.TranscodeBloscLZ4+" (compact copies of the view), or "+keyspace.TranscodeAuto+" (raw for arrays stored uncompressed, "+keyspace.TranscodeBloscLZ4+" for the others)")
@@ -217,7 +221,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 				return fail(stderr, err)
 			}
 		}
-		c, err := clusterOptions(list, *peerListen, *peerToken, cacheBytes-localCache)
+		c, err := clusterOptions(list, *peerListen, peerSecrets{*peerToken, *peerTokenFile, *peerCert, *peerKey, *peerCA}, cacheBytes-localCache, logger)
 		if err == nil {
 			err = ks.JoinCluster(c)
 		}
@@ -391,23 +395,51 @@ func unmount(mnt string, lazy bool) error {
 	return nil
 }
 
+// peerSecrets are how the peers prove who they are: a shared token
+// (from a file, the environment, or the command line, where ps shows it)
+// and optionally TLS.
+type peerSecrets struct{ token, tokenFile, cert, key, ca string }
+
 // clusterOptions are the options of this mount's node of the peers' cache.
-func clusterOptions(peers, listen, token string, cacheBytes int64) (cluster.Options, error) {
+func clusterOptions(peers, listen string, sec peerSecrets, cacheBytes int64, logger *slog.Logger) (cluster.Options, error) {
 	if peers == "" || listen == "" {
 		return cluster.Options{}, fmt.Errorf("--peers (or --peers-file) and --peer-listen go together")
 	}
-	if token == "" {
+	token := sec.token
+	if token != "" {
+		logger.Warn("--peer-token is on the command line, where every local user sees it (ps): use --peer-token-file or $ZARRFS_PEER_TOKEN")
+	}
+	switch {
+	case sec.tokenFile != "":
+		b, err := os.ReadFile(sec.tokenFile)
+		if err != nil {
+			return cluster.Options{}, fmt.Errorf("--peer-token-file: %w", err)
+		}
+		token = strings.TrimSpace(string(b))
+	case os.Getenv("ZARRFS_PEER_TOKEN") != "":
 		token = os.Getenv("ZARRFS_PEER_TOKEN")
 	}
 	if token == "" {
-		return cluster.Options{}, fmt.Errorf("a cluster needs --peer-token or $ZARRFS_PEER_TOKEN: the peer port is otherwise open to anyone who reaches it")
+		return cluster.Options{}, fmt.Errorf("a cluster needs --peer-token-file, $ZARRFS_PEER_TOKEN or --peer-token: the peer port is otherwise open to anyone who reaches it")
 	}
-	self := "http://" + listen
-	list := strings.Split(peers, ",")
-	if !slices.Contains(list, self) {
-		list = append(list, self)
+	o := cluster.Options{Listen: listen, Token: token, CacheBytes: cacheBytes}
+	scheme := "http://"
+	if sec.cert != "" || sec.key != "" || sec.ca != "" {
+		if sec.cert == "" || sec.key == "" || sec.ca == "" {
+			return cluster.Options{}, fmt.Errorf("--peer-tls-cert, --peer-tls-key and --peer-ca go together")
+		}
+		var err error
+		if o.TLS, err = cluster.LoadTLS(sec.cert, sec.key, sec.ca); err != nil {
+			return cluster.Options{}, err
+		}
+		scheme = "https://"
 	}
-	return cluster.Options{Self: self, Listen: listen, Peers: list, Token: token, CacheBytes: cacheBytes}, nil
+	o.Self = scheme + listen
+	o.Peers = strings.Split(peers, ",")
+	if !slices.Contains(o.Peers, o.Self) {
+		o.Peers = append(o.Peers, o.Self)
+	}
+	return o, nil
 }
 
 // readPeers reads a peers file: one URL per line; blank lines and lines

@@ -1,16 +1,19 @@
 package keyspace
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/zarrfs/zarrfs/cache/cluster"
+	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/codec/sharding"
 	"github.com/zarrfs/zarrfs/zarr/store"
 )
@@ -57,7 +60,7 @@ func (f *FS) JoinCluster(o cluster.Options) error {
 	if f.files != nil {
 		return fmt.Errorf("a cluster shares the cache of remote stores (s3://, http(s)://); %s is local", f.store)
 	}
-	o.Accept, o.Load = f.acceptsPeerKey, f.loadPeerKey
+	o.Accept, o.Load, o.Logger = f.acceptsPeerKey, f.loadPeerKey, f.opts.Logger
 	c, err := cluster.Start(o)
 	if err != nil {
 		return err
@@ -186,7 +189,7 @@ func (av *arrayView) indexFromCluster(ctx context.Context, key string) (*cluster
 		span = store.Range(0, n)
 	}
 	epoch := time.Now().UnixNano() / int64(av.fs.opts.Revalidate)
-	b, err := av.fs.cluster.Get(ctx, indexKey(av.fs.store, key, span, epoch))
+	b, err := av.fs.cluster.Get(ctx, indexKey(av.fs.store, key, span, epoch), av.indexCheck())
 	if err != nil {
 		return nil, err
 	}
@@ -210,6 +213,95 @@ func (av *arrayView) clusterShardIndex(ctx context.Context, key string) (*shardi
 	}
 	ix, err := av.shard.DecodeIndex(v.Bytes, v.Info.Size)
 	return ix, v.Info, err
+}
+
+// What a peer sends is checked as far as the format allows before it is
+// used or cached (in memory or on disk): a value that fails is loaded
+// from the store instead (cluster.Check). A peer holding the token can
+// still name a shard missing or at another generation: an index carries
+// no proof of either.
+
+// rangeCheck checks the bytes of span, the chunks of run: their length,
+// and each chunk's crc32c when the array's chunks end with one.
+func (av *arrayView) rangeCheck(span storedRange, run []storedRange) cluster.Check {
+	crc := len(av.chain) > 0 && codec.IsTrailingCRC32C(av.chain[len(av.chain)-1])
+	return cluster.Check{
+		Size: func(n int64) error {
+			if n != span.n {
+				return fmt.Errorf("%d bytes for a range of %d", n, span.n)
+			}
+			return nil
+		},
+		Value: func(b []byte) error {
+			for _, r := range run {
+				if crc && !codec.EndsWithCRC32C(b[r.off-span.off:r.off-span.off+r.n]) {
+					return fmt.Errorf("crc32c of the inner chunk at offset %d does not match", r.off)
+				}
+			}
+			return nil
+		},
+	}
+}
+
+// indexCheck checks a shard's index: its size, and that it decodes
+// (with its crc32c when the index codecs have one).
+func (av *arrayView) indexCheck() cluster.Check {
+	n := int64(av.shard.IndexSize())
+	return cluster.Check{
+		Size: func(m int64) error {
+			if limit := 4*(n+2)/3 + 4096; m > limit { // JSON: the index in base64, and the shard's Info
+				return fmt.Errorf("%d bytes for a %d-byte index", m, n)
+			}
+			return nil
+		},
+		Value: func(b []byte) error {
+			var v clusterIndex
+			if err := json.Unmarshal(b, &v); err != nil {
+				return err
+			}
+			switch {
+			case !v.Exists:
+				return nil
+			case v.Bytes == nil && v.Info.Size >= n:
+				return fmt.Errorf("no index for a shard of %d bytes", v.Info.Size)
+			case v.Bytes == nil:
+				return nil
+			case int64(len(v.Bytes)) != n:
+				return fmt.Errorf("an index of %d bytes, want %d", len(v.Bytes), n)
+			}
+			_, err := av.shard.DecodeIndex(v.Bytes, v.Info.Size)
+			return err
+		},
+	}
+}
+
+// transcodedCheck checks a transcoded chunk: its size bounded by what
+// the view's codecs encode a chunk to, and that it decodes to the chunk
+// stored at loc (whose bytes are then read, checked, and decoded here:
+// cheaper than an encode with most compressors).
+func (av *arrayView) transcodedCheck(ctx context.Context, coords []int, loc location) cluster.Check {
+	return cluster.Check{
+		Size: av.target.CheckEncodedSize,
+		Value: func(b []byte) error {
+			got, err := av.target.Decode(b)
+			if err != nil {
+				return err
+			}
+			stored, done, err := av.readStoredScratch(ctx, loc)
+			if err != nil {
+				return err
+			}
+			defer done()
+			want, err := av.source.Decode(stored)
+			if err != nil {
+				return err
+			}
+			if !bytes.Equal(got.Data, want.Data) || !slices.EqualFunc(got.Items, want.Items, bytes.Equal) {
+				return fmt.Errorf("chunk %v decodes to other values than the stored chunk", coords)
+			}
+			return nil
+		},
+	}
 }
 
 // SetPeers replaces the peers of the cluster the views joined.

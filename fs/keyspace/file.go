@@ -2,7 +2,6 @@ package keyspace
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -380,7 +379,7 @@ func (f *Chunk) verifyTrailer(ctx context.Context, loc location, b []byte) error
 	if _, ok := f.fs.cache.Get(key); ok {
 		return nil
 	}
-	if len(b) < 4 || codec.CRC32C(b[:len(b)-4]) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
+	if !codec.EndsWithCRC32C(b) {
 		f.fs.logOnce(ctx, loc.key, "inner chunk checksum mismatch: its files give EIO", "chunk", f.path)
 		return fmt.Errorf("%w: %s: crc32c of inner chunk at offset %d does not match", ErrCorrupt, loc.key, loc.off)
 	}

@@ -48,7 +48,7 @@ func (av *arrayView) readRange(ctx context.Context, loc location) ([]byte, error
 		start, last := run[0].off, run[len(run)-1]
 		span := storedRange{start, last.off + last.n - start}
 		v, err := f.flight.Do(ctx, rangeKey(f.store, loc.key, loc.gen, span), func(ctx context.Context) (any, error) {
-			buf, err := av.fetchRange(ctx, loc, span, len(run))
+			buf, err := av.fetchRange(ctx, loc, span, run)
 			if err != nil {
 				return nil, err
 			}
@@ -78,16 +78,16 @@ func (av *arrayView) readRange(ctx context.Context, loc location) ([]byte, error
 	return v.([]byte), nil
 }
 
-// fetchRange reads span of the shard at loc's generation: from the
-// cluster when there is one (the span's owner reads it from the store
-// once for every mount), else from the store.
-func (av *arrayView) fetchRange(ctx context.Context, loc location, span storedRange, chunks int) ([]byte, error) {
+// fetchRange reads span of the shard at loc's generation, the chunks of
+// run: from the cluster when there is one (the span's owner reads it from
+// the store once for every mount), else from the store.
+func (av *arrayView) fetchRange(ctx context.Context, loc location, span storedRange, run []storedRange) ([]byte, error) {
 	f := av.fs
-	if chunks > 1 {
-		f.counts.coalesced.Add(uint64(chunks - 1))
+	if len(run) > 1 {
+		f.counts.coalesced.Add(uint64(len(run) - 1))
 	}
 	if c := f.cluster; c != nil {
-		b, err := c.Get(ctx, rangeKey(f.store, loc.key, loc.gen, span))
+		b, err := c.Get(ctx, rangeKey(f.store, loc.key, loc.gen, span), av.rangeCheck(span, run))
 		if err == nil && int64(len(b)) != span.n {
 			err = fmt.Errorf("%s: the cluster gave %d bytes for a range of %d", loc.key, len(b), span.n)
 		}

@@ -22,7 +22,7 @@ func (av *arrayView) transcoded(ctx context.Context, coords []int, loc location)
 	v, err := f.cache.GetOrLoad(f.loadContext(ctx), av.transcodeKey(coords, loc.gen), func(ctx context.Context) (any, int64, error) {
 		if f.cluster != nil && loc.data == nil {
 			// The chunk's owner in the cluster transcodes it once for all.
-			if b, err := f.cluster.Get(ctx, transcodedKey(f.store, av, coords, loc.gen)); err == nil {
+			if b, err := f.cluster.Get(ctx, transcodedKey(f.store, av, coords, loc.gen), av.transcodedCheck(ctx, coords, loc)); err == nil {
 				return b, int64(cap(b)), nil
 			}
 		}
