@@ -272,8 +272,8 @@ func zarrPythonWrites(t *testing.T, script string, m *integration.Mount, h *zarr
 // reads from its copy.
 func (w *pythonWrites) check(t *testing.T, o *zarrtest.Oracle, dir string) {
 	t.Helper()
+	got := o.ZarritaAll(t, dir) // first: TestUmountWaits reads the bucket at once
 	want := o.ZarrPythonAll(t, w.copies)
-	got := o.ZarritaAll(t, dir)
 	for _, spec := range w.specs {
 		wa, g := want[spec.Path], got[spec.Path]
 		if wa.Error != "" || wa.SHA256 == "" {
