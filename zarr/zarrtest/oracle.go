@@ -132,10 +132,10 @@ func (o *Oracle) zarritaCmd(t testing.TB, args ...string) *exec.Cmd {
 func (o *Oracle) node(t testing.TB, args ...string) *exec.Cmd {
 	t.Helper()
 	if o.zarrita == "" {
-		t.Skip("SKIP: the zarrita oracle is not installed (npm ci in a copy of ../shared/tools/oracle, then set ZARRFS_ORACLE; .ci/run does this)")
+		Missing(t, "the zarrita oracle is not installed (npm ci in a copy of ../shared/tools/oracle, then set ZARRFS_ORACLE; .ci/run does this)")
 	}
 	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("SKIP: node is not installed; the zarrita oracle needs it")
+		Missing(t, "node is not installed; the zarrita oracle needs it")
 	}
 	return exec.Command("node", args...)
 }
@@ -146,13 +146,13 @@ func (o *Oracle) pythonCmd(t testing.TB, args ...string) *exec.Cmd {
 	return exec.Command("/usr/bin/python3", append([]string{o.python}, args...)...)
 }
 
-// RequirePython skips the test unless Debian's /usr/bin/python3 can import
+// RequirePython skips (Missing) the test unless Debian's /usr/bin/python3 can import
 // every module named.
 func RequirePython(t testing.TB, modules ...string) {
 	t.Helper()
 	for _, m := range modules {
 		if err := exec.Command("/usr/bin/python3", "-c", "import "+m).Run(); err != nil {
-			t.Skipf("SKIP: /usr/bin/python3 cannot import %s (apt-get install python3-zarr python3-xarray): %v", m, err)
+			Missing(t, "/usr/bin/python3 cannot import %s (apt-get install python3-zarr python3-xarray): %v", m, err)
 		}
 	}
 }

@@ -4,6 +4,7 @@
 package zarrtest
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -28,16 +29,25 @@ func RepoRoot(t testing.TB) string {
 	}
 }
 
+// Missing skips the test with a visible message saying what it needs, or
+// fails it when CI is set: CI installs every client and fixture the tests
+// use (.ci/run), so there a missing one is a broken setup, not a pass.
+func Missing(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if os.Getenv("CI") != "" {
+		t.Fatal("CI is set and " + msg)
+	}
+	t.Skip("SKIP: " + msg)
+}
+
 // Shared returns ../shared beside the repository, or skips the test with a
-// visible message when it is absent.
+// visible message when it is absent (Missing).
 func Shared(t testing.TB) string {
 	t.Helper()
 	shared := filepath.Join(filepath.Dir(RepoRoot(t)), "shared")
 	if _, err := os.Stat(filepath.Join(shared, "fixtures", "EXPECTED.jsonl")); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI is set and %s/fixtures is absent; this test needs the shared fixtures", shared)
-		}
-		t.Skipf("SKIP: %s/fixtures is absent; this test needs the shared fixtures", shared)
+		Missing(t, "%s/fixtures is absent; this test needs the shared fixtures", shared)
 	}
 	return shared
 }
