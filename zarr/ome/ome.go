@@ -153,7 +153,7 @@ func withoutVersion(key string, v json.RawMessage) (json.RawMessage, error) {
 // "ome" (with stored's version) and lose the 0.4 version, and a key
 // written as ToV04 shows it keeps its stored value exactly. Keys that are
 // not OME metadata stay at the top level. When no OME key is left, so is
-// "ome".
+// "ome", unless stored's held none either.
 func FromV04(written, stored json.RawMessage) (json.RawMessage, error) {
 	a, ok := parse(stored)
 	if !ok {
@@ -186,7 +186,9 @@ func FromV04(written, stored json.RawMessage) (json.RawMessage, error) {
 			return nil, err
 		}
 	}
-	if len(ome) > 1 {
+	// An "ome" that held only its version stays: the writer changed none
+	// of it.
+	if len(ome) > 1 || len(a.ome) == 1 {
 		if out["ome"], err = marshal(ome); err != nil {
 			return nil, err
 		}
