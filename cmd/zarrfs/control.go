@@ -137,7 +137,7 @@ func (c *controlServer) serve() {
 				return
 			}
 			conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-			line, _ := bufio.NewReader(conn).ReadString('\n')
+			line, _ := bufio.NewReader(io.LimitReader(conn, 64)).ReadString('\n') // a request is one short line
 			conn.SetReadDeadline(time.Time{})
 			r := &controlRequest{conn: conn}
 			switch strings.TrimSpace(line) {
