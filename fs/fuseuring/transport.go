@@ -19,15 +19,21 @@
 //     the entry's command; were that thread lent to other goroutines, it
 //     could sit in a wait on this very mount (go-fuse's mount-time LOOKUP)
 //     and the request meant for it would never be delivered.
-//   - So requests of one file system arrive on different locked threads:
-//     the file system must not keep a coroutine (iter.Pull) across requests,
-//     since Go resumes one only on the thread that made it.
+//   - So the queue's thread only moves entries: requests are served on
+//     ordinary goroutines, never on the locked thread.
 //
-// A queue serves one request at a time, as libfuse's do: a slow request
-// holds up the others from its CPU.
+// A queue overlaps its requests, as go-fuse's /dev/fuse loop does with its
+// goroutines: each request is served on a goroutine of its own, so one
+// waiting on the store holds only its entry, and the queue's thread alone
+// submits to the ring (the reply goes back with the entry's next
+// COMMIT_AND_FETCH, which the handler asks the thread for through an
+// eventfd the ring polls). A queue keeps depth entries registered, the
+// most requests of its CPU under way at once; beyond them the kernel holds
+// requests until an entry is given back.
 package fuseuring
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -63,11 +69,25 @@ const (
 	outHeaderSize = 16
 	opWrite       = 16 // FUSE_WRITE: its payload is read in place
 
-	// queueDepth is the number of entries a queue keeps registered.
-	queueDepth = 8
-	// wakeTag marks the completion of the poll on the wake eventfd.
+	// The entries a queue keeps registered: up to transportEntries over
+	// all queues, at least minQueueDepth and at most maxQueueDepth a
+	// queue. Each holds a payload buffer of MaxWrite bytes (at least
+	// 128 KiB) plus a page, touched as requests use it: 2 CPUs, 32 a
+	// queue, 1 MiB writes make at most 64 MiB.
+	transportEntries = 64
+	minQueueDepth    = 8
+	maxQueueDepth    = 32
+
+	// wakeTag marks the completion of the poll on the wake eventfd,
+	// doneTag that of the poll on a queue's eventfd of replies.
 	wakeTag = ^uint64(0)
+	doneTag = ^uint64(1)
 )
+
+// queueDepth returns the entries each of cpus queues registers.
+func queueDepth(cpus int) int {
+	return min(max(transportEntries/cpus, minQueueDepth), maxQueueDepth)
+}
 
 // enableParam is the fuse module parameter that lets the kernel offer
 // io_uring to daemons.
@@ -224,7 +244,7 @@ func start(devFD int, server *fuse.Server, opts *fuse.MountOptions) (*Transport,
 	payloadSize := max(opts.MaxWrite, 128<<10)
 	errs := make(chan error, cpus)
 	for qid := range cpus {
-		q := &queue{t: t, ps: ps, qid: qid, payloadSize: payloadSize}
+		q := &queue{t: t, ps: ps, qid: qid, depth: queueDepth(cpus), payloadSize: payloadSize, doneFD: -1}
 		t.done.Add(1)
 		go q.run(errs)
 	}
@@ -286,17 +306,23 @@ func possibleCPUs() (int, error) {
 	return n + 1, nil
 }
 
-// queue is the ring of one CPU and its entries.
+// queue is the ring of one CPU and its entries. Only the queue's thread
+// touches the ring and the fields above mu.
 type queue struct {
 	t           *Transport
 	ps          *fuse.ProtocolServer
 	qid         int
+	depth       int
 	payloadSize int
 	ring        *ring
 	entries     []*entry
-	live        int    // entries the kernel has not ended
-	stopped     bool   // the transport was stopped
-	scratch     []byte // payloads copied aside before the reply overwrites them
+	live        int  // entries the kernel has not ended
+	stopped     bool // the transport was stopped
+	doneFD      int  // eventfd a handler signals when it left a reply
+
+	mu       sync.Mutex
+	replied  []int          // entries whose reply is ready to commit
+	handlers sync.WaitGroup // requests being served
 }
 
 // entry is one request buffer registered with the kernel: the header, the
@@ -336,10 +362,15 @@ func (q *queue) run(started chan<- error) {
 
 func (q *queue) setUp() error {
 	var err error
-	if q.ring, err = newRing(queueDepth + 1); err != nil {
+	if q.doneFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+		return fmt.Errorf("eventfd: %w", err)
+	}
+	// One submission slot per entry and one per poll: an entry has at
+	// most one command queued.
+	if q.ring, err = newRing(uint32(q.depth + 2)); err != nil {
 		return err
 	}
-	for range queueDepth {
+	for range q.depth {
 		mem, err := unix.Mmap(-1, 0, entryPayloadOffset+q.payloadSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 		if err != nil {
 			return fmt.Errorf("allocating io_uring entries: %w", err)
@@ -354,8 +385,8 @@ func (q *queue) setUp() error {
 	for i := range q.entries {
 		q.submit(i, cmdRegister)
 	}
-	s, _, _ := q.ring.next()
-	s.opcode, s.fd, s.opFlags, s.userData = opPollAdd, int32(q.t.wakeFD), unix.POLLIN, wakeTag
+	q.poll(q.t.wakeFD, wakeTag)
+	q.poll(q.doneFD, doneTag)
 	if err := q.ring.enter(false); err != nil {
 		return err
 	}
@@ -363,7 +394,7 @@ func (q *queue) setUp() error {
 	// reason; an accepted one completes with the entry's first request.
 	var refused error
 	q.ring.reap(func(c cqe) {
-		if c.userData != wakeTag && c.res < 0 && !retry(c) {
+		if c.userData != wakeTag && c.userData != doneTag && c.res < 0 && !retry(c) {
 			refused = fmt.Errorf("registering FUSE io_uring queue %d: %w", q.qid, syscall.Errno(-c.res))
 			return
 		}
@@ -377,12 +408,25 @@ func retry(c cqe) bool {
 	return c.res == -int32(syscall.EAGAIN) || c.res == -int32(syscall.EINTR)
 }
 
-// submit queues cmd for entry i.
-func (q *queue) submit(i int, cmd uint32) {
+// next returns the ring's next submission entry, which setUp sized so
+// that there always is one.
+func (q *queue) next() (*sqe, []byte) {
 	s, area, ok := q.ring.next()
 	if !ok {
-		panic("fuseuring: submission queue full") // one slot per entry, plus the wake poll
+		panic("fuseuring: submission queue full") // one slot per entry, plus the polls
 	}
+	return s, area
+}
+
+// poll queues a one-shot poll for fd to become readable.
+func (q *queue) poll(fd int, tag uint64) {
+	s, _ := q.next()
+	s.opcode, s.fd, s.opFlags, s.userData = opPollAdd, int32(fd), unix.POLLIN, tag
+}
+
+// submit queues cmd for entry i.
+func (q *queue) submit(i int, cmd uint32) {
+	s, area := q.next()
 	e := q.entries[i]
 	e.lastCmd = cmd
 	s.opcode, s.fd, s.off, s.userData = opURingCmd, int32(q.t.devFD), uint64(cmd), uint64(i)
@@ -394,8 +438,8 @@ func (q *queue) submit(i int, cmd uint32) {
 	binary.NativeEndian.PutUint16(area[16:18], uint16(q.qid))
 }
 
-// serve handles requests until the kernel ends every entry (the mount is
-// gone) or the transport is stopped.
+// serve moves entries until the kernel ends every one (the mount is gone)
+// or the transport is stopped.
 func (q *queue) serve() {
 	for q.live > 0 && !q.stopped {
 		if err := q.ring.enter(true); err != nil {
@@ -406,20 +450,53 @@ func (q *queue) serve() {
 }
 
 // complete acts on one completion: a request to serve, a command to
-// submit again, an entry the kernel has ended, or the wake poll.
+// submit again, an entry the kernel has ended, replies to commit, or the
+// wake poll.
 func (q *queue) complete(c cqe) {
 	switch {
 	case c.userData == wakeTag:
 		q.stopped = true
+	case c.userData == doneTag:
+		q.commitReplied()
 	case retry(c):
 		i := int(c.userData)
 		q.submit(i, q.entries[i].lastCmd)
 	case c.res < 0:
 		q.live-- // ENOTCONN: the connection is gone
 	default:
-		q.handle(int(c.userData))
-		q.submit(int(c.userData), cmdCommitAndFetch)
+		i := int(c.userData)
+		q.handlers.Add(1)
+		go q.serveEntry(i)
 	}
+}
+
+// serveEntry serves the request in entry i and asks the queue's thread to
+// commit the reply.
+func (q *queue) serveEntry(i int) {
+	defer q.handlers.Done()
+	q.handle(i)
+	q.mu.Lock()
+	q.replied = append(q.replied, i)
+	q.mu.Unlock()
+	var one [8]byte
+	binary.NativeEndian.PutUint64(one[:], 1)
+	unix.Write(q.doneFD, one[:]) // cannot fail short of 2^64-1 unread signals
+}
+
+// commitReplied submits the COMMIT_AND_FETCH of every entry whose reply is
+// ready, and polls for the next ones. The eventfd is emptied before the
+// list is taken: a reply added after it signals again.
+func (q *queue) commitReplied() {
+	var count [8]byte
+	unix.Read(q.doneFD, count[:])
+	q.mu.Lock()
+	replied := q.replied
+	q.replied = nil
+	q.mu.Unlock()
+	for _, i := range replied {
+		q.submit(i, cmdCommitAndFetch)
+	}
+	q.poll(q.doneFD, doneTag)
 }
 
 // handle serves the request in entry i and leaves the reply in it.
@@ -437,14 +514,10 @@ func (q *queue) handle(i int) {
 		return
 	}
 	payload := e.payload[:payloadLen]
-	if opcode != opWrite {
+	if opcode != opWrite && payloadLen > 0 {
 		// The reply is written over the payload, and some requests are
 		// read while the reply is made (xattr names).
-		if cap(q.scratch) < payloadLen {
-			q.scratch = make([]byte, payloadLen)
-		}
-		payload = q.scratch[:payloadLen]
-		copy(payload, e.payload)
+		payload = bytes.Clone(payload)
 	}
 	in := [][]byte{h[headerInOut : headerInOut+inHeaderSize], h[headerOpIn : headerOpIn+opLen], payload}
 	out := [][]byte{h[headerInOut : headerInOut+outHeaderSize], e.payload}
@@ -470,11 +543,18 @@ func replyError(e *entry, unique uint64, errno syscall.Errno) {
 	binary.NativeEndian.PutUint32(h[headerPayloadSz:], 0)
 }
 
+// tearDown releases the queue once no request is being served: a handler
+// writes its reply into its entry's memory. (Requests under way end when
+// the connection does: go-fuse cancels them.)
 func (q *queue) tearDown() {
+	q.handlers.Wait()
 	if q.ring != nil {
 		q.ring.close() // cancels what the kernel still holds
 	}
 	for _, e := range q.entries {
 		unix.Munmap(e.mem)
+	}
+	if q.doneFD >= 0 {
+		unix.Close(q.doneFD)
 	}
 }

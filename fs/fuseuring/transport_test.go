@@ -136,12 +136,21 @@ func TestServesAMount(t *testing.T) {
 	}
 }
 
-// stuckFile is a file whose reads wait until they are interrupted.
+// stuckFile is a file whose reads wait until they are interrupted or
+// released (for ever when release is nil).
 type stuckFile struct {
 	gofs.Inode
 	reading     chan struct{} // a read began
 	interrupted chan struct{} // a read's context was cancelled
+	release     chan struct{} // closed: reads return their data
 }
+
+func newStuckFile() *stuckFile {
+	return &stuckFile{reading: make(chan struct{}, 64), interrupted: make(chan struct{}, 64)}
+}
+
+// stuckContent is what a released read of a stuckFile returns.
+var stuckContent = []byte("released\n")
 
 var _ = (gofs.NodeReader)((*stuckFile)(nil))
 var _ = (gofs.NodeOpener)((*stuckFile)(nil))
@@ -154,8 +163,13 @@ func (f *stuckFile) Read(ctx context.Context, _ gofs.FileHandle, dest []byte, of
 	f.reading <- struct{}{}
 	select {
 	case <-ctx.Done():
-		close(f.interrupted)
+		f.interrupted <- struct{}{}
 		return nil, syscall.EINTR
+	case <-f.release:
+		if off >= int64(len(stuckContent)) {
+			return fuse.ReadResultData(nil), 0
+		}
+		return fuse.ReadResultData(stuckContent[off:]), 0
 	case <-time.After(time.Minute):
 		return fuse.ReadResultData(nil), 0
 	}
@@ -168,7 +182,7 @@ func (f *stuckFile) Read(ctx context.Context, _ gofs.FileHandle, dest []byte, of
 func TestInterruptCancels(t *testing.T) {
 	enableForTest(t)
 	dir := t.TempDir()
-	stuck := &stuckFile{reading: make(chan struct{}, 16), interrupted: make(chan struct{})}
+	stuck := newStuckFile()
 	root := &gofs.Inode{}
 	opts := &gofs.Options{OnAdd: func(ctx context.Context) {
 		root.AddChild("stuck", root.NewPersistentInode(ctx, stuck, gofs.StableAttr{}), false)
@@ -221,5 +235,136 @@ func abortConnection(dir string) {
 	var st unix.Stat_t
 	if unix.Stat(dir, &st) == nil {
 		os.WriteFile(fmt.Sprintf("/sys/fs/fuse/connections/%d/abort", unix.Minor(st.Dev)), []byte("1"), 0)
+	}
+}
+
+// TestWaitingRequestsHoldNoQueue stalls several READs on every queue (cat
+// processes pinned to each CPU, reading a file whose reads wait): each
+// reaches the file system while the others wait, readers of other files on
+// every CPU are served meanwhile, a killed reader's READ is cancelled, and
+// the released ones return their data. A queue that served one request at
+// a time would hold the second stalled READ of each CPU, and every other
+// request from it, until the first ended.
+func TestWaitingRequestsHoldNoQueue(t *testing.T) {
+	enableForTest(t)
+	const stalledPerCPU = 3
+	cpus := runtime.NumCPU()
+	dir := t.TempDir()
+	stuck := newStuckFile()
+	stuck.release = make(chan struct{})
+	ttl := time.Duration(0) // every access is a request
+	opts := &gofs.Options{EntryTimeout: &ttl, AttrTimeout: &ttl, NegativeTimeout: &ttl}
+	opts.DirectMount = true
+	root := &tree{}
+	opts.OnAdd = func(ctx context.Context) {
+		root.OnAdd(ctx)
+		root.AddChild("stuck", root.NewPersistentInode(ctx, stuck, gofs.StableAttr{}), false)
+	}
+	server, transport, err := Mount(dir, gofs.NewNodeFS(root, opts), opts.MountOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cats []*exec.Cmd
+	released := false
+	t.Cleanup(func() {
+		for _, c := range cats {
+			c.Process.Kill()
+		}
+		if !released {
+			close(stuck.release)
+		}
+		if t.Failed() {
+			abortConnection(dir)
+		}
+		server.Unmount()
+		transport.Wait()
+	})
+
+	type result struct {
+		out []byte
+		err error
+	}
+	exited := make(chan result, stalledPerCPU*cpus)
+	for cpu := range cpus {
+		for range stalledPerCPU {
+			cat := exec.Command("taskset", "-c", fmt.Sprint(cpu), "cat", filepath.Join(dir, "stuck"))
+			var out bytes.Buffer
+			cat.Stdout = &out
+			if err := cat.Start(); err != nil {
+				t.Fatal(err)
+			}
+			cats = append(cats, cat)
+			go func() {
+				err := cat.Wait()
+				exited <- result{out.Bytes(), err}
+			}()
+		}
+	}
+	deadline := time.After(30 * time.Second)
+	for n := range len(cats) {
+		select {
+		case <-stuck.reading:
+		case r := <-exited:
+			t.Fatalf("a stalled reader exited before its read reached the file system: %v", r.err)
+		case <-deadline:
+			t.Fatalf("%d of %d stalled READs reached the file system within 30 s: a waiting request holds its queue", n, len(cats))
+		}
+	}
+
+	// Readers of the other files on every CPU while those READs wait.
+	served := make(chan error, cpus)
+	for cpu := range cpus {
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			var set unix.CPUSet
+			set.Set(cpu)
+			unix.SchedSetaffinity(0, &set)
+			for i := range 16 {
+				got, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("f%d", i)))
+				if err == nil && !bytes.Equal(got, fileContent(i)) {
+					err = fmt.Errorf("cpu %d: f%d: read %d bytes, not its content", cpu, i, len(got))
+				}
+				if err != nil {
+					served <- err
+					return
+				}
+			}
+			served <- nil
+		}()
+	}
+	for range cpus {
+		select {
+		case err := <-served:
+			if err != nil {
+				t.Error(err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("reading the other files did not end within 30 s of the stalled READs")
+		}
+	}
+
+	// A killed reader's READ is cancelled; the others still wait.
+	cats[0].Process.Kill()
+	select {
+	case <-stuck.interrupted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the killed reader's READ was not cancelled within 10 s")
+	}
+	if r := <-exited; r.err == nil {
+		t.Errorf("the killed reader exited without error, read %q", r.out)
+	}
+
+	close(stuck.release)
+	released = true
+	for range len(cats) - 1 {
+		select {
+		case r := <-exited:
+			if r.err != nil || !bytes.Equal(r.out, stuckContent) {
+				t.Errorf("a released reader: read %q, %v; want %q", r.out, r.err, stuckContent)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the released readers did not end within 30 s")
+		}
 	}
 }
