@@ -1,8 +1,17 @@
 package integration_test
 
 import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/zarrfs/zarrfs/fs/fuseuring"
 	"github.com/zarrfs/zarrfs/zarr/zarrtest"
@@ -45,4 +54,95 @@ func TestIOURingTransport(t *testing.T) {
 		checkStore(t, dir)
 		w.check(t, o, dir)
 	})
+}
+
+// TestIOURingStalledStore stalls the web server behind an http:// mount
+// served over io_uring, with readers of uncached chunks waiting on it from
+// every CPU (several a CPU, so several a queue): a chunk read before
+// reads, from every CPU, while they wait, and killed, they end at once,
+// their requests interrupted. On a transport whose queue serves one
+// request at a time, the reader from a stalled reader's CPU waits until
+// the stalled one ends.
+func TestIOURingStalledStore(t *testing.T) {
+	if err := fuseuring.Enable(); err != nil {
+		t.Skipf("SKIP: %v", err)
+	}
+	if err := fuseuring.Available(); err != nil {
+		t.Skipf("SKIP: %v", err)
+	}
+	dir := t.TempDir()
+	arrays := zarrtest.WriteV3Store(t, dir)
+	consolidate(t, dir)
+	a, cached, others := chunksInTwoShards(t, dir, arrays)
+	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	t.Cleanup(srv.Close)
+	proxy := newStallProxy(t, srv.Listener.Addr().String())
+	m := mount(t, "http://"+proxy.Addr()+"/", "--ro", "--fuse-transport", "io_uring")
+	cachedPath := filepath.Join(m.Dir, "v3", a.Path, keyIn(a, "v3", cached))
+	want, err := os.ReadFile(cachedPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	proxy.stalled.Store(true)
+	const stalledPerCPU = 3
+	var stalled []*exec.Cmd
+	exited := make(chan error, stalledPerCPU*runtime.NumCPU())
+	t.Cleanup(func() {
+		for _, c := range stalled {
+			c.Process.Kill()
+		}
+	})
+	for cpu := range runtime.NumCPU() {
+		for range stalledPerCPU {
+			c := others[len(stalled)%len(others)]
+			cat := exec.Command("taskset", "-c", fmt.Sprint(cpu), "cat", filepath.Join(m.Dir, "v3", a.Path, keyIn(a, "v3", c)))
+			cat.Stdout = io.Discard
+			if err := cat.Start(); err != nil {
+				t.Fatal(err)
+			}
+			stalled = append(stalled, cat)
+			go func() { exited <- cat.Wait() }()
+		}
+	}
+	// Let the stalled readers' requests reach zarrfs.
+	time.Sleep(time.Second)
+	for cpu := range runtime.NumCPU() {
+		var out bytes.Buffer
+		cat := exec.Command("taskset", "-c", fmt.Sprint(cpu), "cat", cachedPath)
+		cat.Stdout = &out
+		if err := cat.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cat.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil || !bytes.Equal(out.Bytes(), want) {
+				t.Errorf("CPU %d: the cached chunk during the stall: read %d bytes, %v; want the %d read before", cpu, out.Len(), err, len(want))
+			}
+		case <-time.After(10 * time.Second):
+			cat.Process.Kill()
+			t.Errorf("CPU %d: the cached chunk did not read within 10 s while readers of the stalled store waited", cpu)
+		}
+	}
+	select {
+	case err := <-exited:
+		t.Fatalf("a reader of the stalled store ended before it was killed: %v", err)
+	default:
+	}
+
+	for _, c := range stalled {
+		c.Process.Kill()
+	}
+	for range stalled {
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("killed readers of the stalled store did not end within 30 s: their requests were not interrupted\n%s", dState(m.Dir))
+		}
+	}
+	if d := dState(m.Dir); d != "" {
+		t.Errorf("processes left in uninterruptible sleep:\n%s", d)
+	}
 }
