@@ -70,7 +70,8 @@ type cqe struct {
 	flags    uint32
 }
 
-// ring is one io_uring instance, used by one thread only.
+// ring is one io_uring instance. Its users serialise its methods, but for
+// wait.
 type ring struct {
 	fd               int
 	sqMem, cqMem     []byte
@@ -131,36 +132,51 @@ func (r *ring) next() (e *sqe, cmd []byte, ok bool) {
 	return (*sqe)(unsafe.Pointer(&b[0])), b[sqeCmdOffset : sqeCmdOffset+sqeCmdMaxSize], true
 }
 
-// enter submits what next queued and, with wait, blocks until at least one
-// completion is there.
-func (r *ring) enter(wait bool) error {
-	var flags, minComplete uintptr
-	if wait {
-		flags, minComplete = enterGetEvts, 1
-	}
-	for {
-		n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(r.pendingSubmitted), minComplete, flags, 0, 0)
+// submit hands the kernel what next queued.
+func (r *ring) submit() error {
+	for r.pendingSubmitted > 0 {
+		n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(r.pendingSubmitted), 0, 0, 0, 0)
 		if errno == syscall.EINTR {
-			r.pendingSubmitted -= uint32(n)
 			continue
 		}
 		if errno != 0 {
 			return fmt.Errorf("io_uring_enter: %w", errno)
 		}
+		if n == 0 {
+			return fmt.Errorf("io_uring_enter: took none of %d submissions", r.pendingSubmitted)
+		}
 		r.pendingSubmitted -= uint32(n)
-		return nil
 	}
+	return nil
 }
 
-// reap calls f for every completion there is and consumes them.
-func (r *ring) reap(f func(c cqe)) {
-	head := *r.cqHead
-	tail := atomic.LoadUint32(r.cqTail)
-	for ; head != tail; head++ {
-		c := *(*cqe)(unsafe.Add(r.cqes, uintptr(head&r.cqMask)*cqeSize))
-		f(c)
+// wait blocks until there is a completion (or a signal came). It submits
+// nothing, so it may run alongside the other methods.
+func (r *ring) wait() error {
+	_, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), 0, 1, enterGetEvts, 0, 0)
+	if errno != 0 && errno != syscall.EINTR {
+		return fmt.Errorf("io_uring_enter: %w", errno)
 	}
-	atomic.StoreUint32(r.cqHead, head)
+	return nil
+}
+
+// pop consumes the oldest completion; ok is false when there is none.
+func (r *ring) pop() (c cqe, ok bool) {
+	head := *r.cqHead
+	if head == atomic.LoadUint32(r.cqTail) {
+		return cqe{}, false
+	}
+	c = *(*cqe)(unsafe.Add(r.cqes, uintptr(head&r.cqMask)*cqeSize))
+	atomic.StoreUint32(r.cqHead, head+1)
+	return c, true
+}
+
+// peek calls f for every completion there is, consuming none.
+func (r *ring) peek(f func(c cqe)) {
+	tail := atomic.LoadUint32(r.cqTail)
+	for head := *r.cqHead; head != tail; head++ {
+		f(*(*cqe)(unsafe.Add(r.cqes, uintptr(head&r.cqMask)*cqeSize)))
+	}
 }
 
 func (r *ring) close() {

@@ -14,21 +14,24 @@
 // the context of the request it names, as on /dev/fuse.
 //
 // Two rules come from how the kernel delivers requests and how Go runs:
-//   - A queue's goroutine keeps its OS thread from start to end. The kernel
-//     hands a request to an entry by task work on the thread that submitted
-//     the entry's command; were that thread lent to other goroutines, it
-//     could sit in a wait on this very mount (go-fuse's mount-time LOOKUP)
-//     and the request meant for it would never be delivered.
-//   - So the queue's thread only moves entries: requests are served on
-//     ordinary goroutines, never on the locked thread.
+//   - A thread that submitted an entry's command is locked to its goroutine
+//     and lives as long as the queue. The kernel hands a request to an
+//     entry by task work on the thread that submitted the entry's command,
+//     and cancels the commands of a thread that exits; were that thread
+//     lent to other goroutines, it could sit in a wait on this very mount
+//     (go-fuse's mount-time LOOKUP) and the request meant for it would
+//     never be delivered.
+//   - So requests of one file system arrive on different locked threads:
+//     the file system must not keep a coroutine (iter.Pull) across requests,
+//     since Go resumes one only on the thread that made it.
 //
-// A queue overlaps its requests, as go-fuse's /dev/fuse loop does with its
-// goroutines: each request is served on a goroutine of its own, so one
-// waiting on the store holds only its entry, and the queue's thread alone
-// submits to the ring (the reply goes back with the entry's next
-// COMMIT_AND_FETCH, which the handler asks the thread for through an
-// eventfd the ring polls). A queue keeps depth entries registered, the
-// most requests of its CPU under way at once; beyond them the kernel holds
+// A queue overlaps its requests, as go-fuse's /dev/fuse readers do: one of
+// its threads leads, waiting on the ring and serving a request on its own
+// thread (no hand-off on the way of a quick request), and a request slower
+// than slowRequest hands the lead to another thread of the queue, so one
+// waiting on the store holds its entry and its thread, not the queue. A
+// queue keeps depth entries registered, the most requests of its CPU under
+// way at once (and at most depth+1 threads); beyond them the kernel holds
 // requests until an entry is given back.
 package fuseuring
 
@@ -45,6 +48,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -78,10 +82,8 @@ const (
 	minQueueDepth    = 8
 	maxQueueDepth    = 32
 
-	// wakeTag marks the completion of the poll on the wake eventfd,
-	// doneTag that of the poll on a queue's eventfd of replies.
+	// wakeTag marks the completion of the poll on the wake eventfd.
 	wakeTag = ^uint64(0)
-	doneTag = ^uint64(1)
 )
 
 // queueDepth returns the entries each of cpus queues registers.
@@ -244,7 +246,8 @@ func start(devFD int, server *fuse.Server, opts *fuse.MountOptions) (*Transport,
 	payloadSize := max(opts.MaxWrite, 128<<10)
 	errs := make(chan error, cpus)
 	for qid := range cpus {
-		q := &queue{t: t, ps: ps, qid: qid, depth: queueDepth(cpus), payloadSize: payloadSize, doneFD: -1}
+		q := &queue{t: t, ps: ps, qid: qid, depth: queueDepth(cpus), payloadSize: payloadSize,
+			lead: make(chan struct{}, 1), ended: make(chan struct{})}
 		t.done.Add(1)
 		go q.run(errs)
 	}
@@ -306,24 +309,35 @@ func possibleCPUs() (int, error) {
 	return n + 1, nil
 }
 
-// queue is the ring of one CPU and its entries. Only the queue's thread
-// touches the ring and the fields above mu.
+// queue is the ring of one CPU, its entries, and the locked threads that
+// serve them. One thread leads: it waits on the ring and serves what comes
+// on its own thread, as go-fuse's /dev/fuse readers do. A request that
+// takes longer than slowRequest hands the lead to another thread (an idle
+// one, or a new one), so it holds its entry and its thread, not the
+// queue. Threads never end before the queue does: the kernel cancels the
+// commands a thread submitted when it exits.
 type queue struct {
 	t           *Transport
 	ps          *fuse.ProtocolServer
 	qid         int
 	depth       int
 	payloadSize int
-	ring        *ring
 	entries     []*entry
-	live        int  // entries the kernel has not ended
-	stopped     bool // the transport was stopped
-	doneFD      int  // eventfd a handler signals when it left a reply
 
-	mu       sync.Mutex
-	replied  []int          // entries whose reply is ready to commit
-	handlers sync.WaitGroup // requests being served
+	lead    chan struct{}  // holds the lead while no thread has it
+	ended   chan struct{}  // closed when the queue ends
+	end     sync.Once      // closes ended
+	threads sync.WaitGroup // the queue's threads
+
+	mu      sync.Mutex // guards the ring (but wait) and what follows
+	ring    *ring
+	live    int  // entries the kernel has not ended
+	stopped bool // the transport was stopped
+	idle    int  // threads waiting for the lead
 }
+
+// slowRequest is how long a request may keep the lead of its queue.
+const slowRequest = 200 * time.Microsecond
 
 // entry is one request buffer registered with the kernel: the header, the
 // iovecs that describe it to the kernel, and the payload, in memory of its
@@ -342,32 +356,37 @@ const (
 	entryPayloadOffset = 4096
 )
 
+// run sets the queue up on its first thread, which then leads, and
+// releases the queue once every thread has ended.
 func (q *queue) run(started chan<- error) {
 	defer q.t.done.Done()
-	// See the package comment: this thread is the queue's for good, and a
-	// locked goroutine's thread ends with it.
-	runtime.LockOSThread()
-	var cpus unix.CPUSet
-	cpus.Set(q.qid)
-	unix.SchedSetaffinity(0, &cpus) // an offline CPU: run anywhere
+	q.threads.Add(1)
+	lockToCPU(q.qid)
 	err := q.setUp()
 	started <- err
-	if err != nil {
-		q.tearDown()
-		return
+	if err == nil {
+		q.serve(true, false)
 	}
-	q.serve()
+	q.threads.Done()
+	q.threads.Wait()
 	q.tearDown()
+}
+
+// lockToCPU keeps the calling goroutine on its thread for good (a locked
+// goroutine's thread ends with it; see the package comment) and pins the
+// thread to cpu.
+func lockToCPU(cpu int) {
+	runtime.LockOSThread()
+	var cpus unix.CPUSet
+	cpus.Set(cpu)
+	unix.SchedSetaffinity(0, &cpus) // an offline CPU: run anywhere
 }
 
 func (q *queue) setUp() error {
 	var err error
-	if q.doneFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
-		return fmt.Errorf("eventfd: %w", err)
-	}
-	// One submission slot per entry and one per poll: an entry has at
-	// most one command queued.
-	if q.ring, err = newRing(uint32(q.depth + 2)); err != nil {
+	// One submission slot per entry and one for the wake poll: an entry
+	// has at most one command queued.
+	if q.ring, err = newRing(uint32(q.depth + 1)); err != nil {
 		return err
 	}
 	for range q.depth {
@@ -381,24 +400,25 @@ func (q *queue) setUp() error {
 		iov[1].Base, iov[1].Len = &e.payload[0], uint64(len(e.payload))
 		q.entries = append(q.entries, e)
 	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	q.live = len(q.entries)
 	for i := range q.entries {
-		q.submit(i, cmdRegister)
+		q.queueCmd(i, cmdRegister)
 	}
-	q.poll(q.t.wakeFD, wakeTag)
-	q.poll(q.doneFD, doneTag)
-	if err := q.ring.enter(false); err != nil {
+	s, _, _ := q.ring.next()
+	s.opcode, s.fd, s.opFlags, s.userData = opPollAdd, int32(q.t.wakeFD), unix.POLLIN, wakeTag
+	if err := q.ring.submit(); err != nil {
 		return err
 	}
 	// A registration the kernel refuses completes at once, with the
-	// reason; an accepted one completes with the entry's first request.
+	// reason; an accepted one completes with the entry's first request,
+	// which serve takes from the ring.
 	var refused error
-	q.ring.reap(func(c cqe) {
-		if c.userData != wakeTag && c.userData != doneTag && c.res < 0 && !retry(c) {
+	q.ring.peek(func(c cqe) {
+		if c.userData != wakeTag && c.res < 0 && !retry(c) && refused == nil {
 			refused = fmt.Errorf("registering FUSE io_uring queue %d: %w", q.qid, syscall.Errno(-c.res))
-			return
 		}
-		q.complete(c)
 	})
 	return refused
 }
@@ -408,25 +428,12 @@ func retry(c cqe) bool {
 	return c.res == -int32(syscall.EAGAIN) || c.res == -int32(syscall.EINTR)
 }
 
-// next returns the ring's next submission entry, which setUp sized so
-// that there always is one.
-func (q *queue) next() (*sqe, []byte) {
+// queueCmd queues cmd for entry i; q.mu is held.
+func (q *queue) queueCmd(i int, cmd uint32) {
 	s, area, ok := q.ring.next()
 	if !ok {
-		panic("fuseuring: submission queue full") // one slot per entry, plus the polls
+		panic("fuseuring: submission queue full") // one slot per entry, plus the wake poll
 	}
-	return s, area
-}
-
-// poll queues a one-shot poll for fd to become readable.
-func (q *queue) poll(fd int, tag uint64) {
-	s, _ := q.next()
-	s.opcode, s.fd, s.opFlags, s.userData = opPollAdd, int32(fd), unix.POLLIN, tag
-}
-
-// submit queues cmd for entry i.
-func (q *queue) submit(i int, cmd uint32) {
-	s, area := q.next()
 	e := q.entries[i]
 	e.lastCmd = cmd
 	s.opcode, s.fd, s.off, s.userData = opURingCmd, int32(q.t.devFD), uint64(cmd), uint64(i)
@@ -438,65 +445,127 @@ func (q *queue) submit(i int, cmd uint32) {
 	binary.NativeEndian.PutUint16(area[16:18], uint16(q.qid))
 }
 
-// serve moves entries until the kernel ends every one (the mount is gone)
-// or the transport is stopped.
-func (q *queue) serve() {
-	for q.live > 0 && !q.stopped {
-		if err := q.ring.enter(true); err != nil {
+// thread is a thread of the queue beyond its first, counted as idle by
+// handOver: it waits for the lead and serves, until the queue ends.
+func (q *queue) thread() {
+	defer q.threads.Done()
+	lockToCPU(q.qid)
+	q.serve(false, true)
+}
+
+// serve leads the queue when it has the lead (or when it receives it)
+// and waits for the lead again when it hands it over, until the queue
+// ends. counted says the thread is counted as idle already.
+func (q *queue) serve(leading, counted bool) {
+	l := &leader{q: q, handedOver: make(chan struct{}, 1)}
+	l.slow = time.AfterFunc(time.Hour, func() {
+		q.handOver()
+		l.handedOver <- struct{}{}
+	})
+	l.slow.Stop()
+	for {
+		if !leading {
+			if !counted {
+				q.mu.Lock()
+				q.idle++
+				q.mu.Unlock()
+			}
+			counted = false
+			select {
+			case <-q.lead:
+			case <-q.ended:
+				return
+			}
+			q.mu.Lock()
+			q.idle--
+			q.mu.Unlock()
+		}
+		if !l.leadUntilSlow() {
 			return
 		}
-		q.ring.reap(q.complete)
+		leading = false
 	}
 }
 
-// complete acts on one completion: a request to serve, a command to
-// submit again, an entry the kernel has ended, replies to commit, or the
-// wake poll.
-func (q *queue) complete(c cqe) {
-	switch {
-	case c.userData == wakeTag:
+// leader is a thread's part in leading its queue.
+type leader struct {
+	q          *queue
+	slow       *time.Timer   // hands the lead over when a request is slow
+	handedOver chan struct{} // slow has handed the lead over
+}
+
+// leadUntilSlow takes the completions of the ring, and serves the
+// requests, on this thread, until a request is slow (it returns true,
+// another thread having the lead), or the queue ends (false).
+func (l *leader) leadUntilSlow() bool {
+	q := l.q
+	for {
+		q.mu.Lock()
+		if q.live == 0 || q.stopped {
+			q.mu.Unlock()
+			q.end.Do(func() { close(q.ended) })
+			return false
+		}
+		c, ok := q.ring.pop()
+		request := -1
+		switch {
+		case !ok:
+		case c.userData == wakeTag:
+			q.stopped = true
+		case retry(c):
+			q.queueCmd(int(c.userData), q.entries[c.userData].lastCmd)
+			q.submit()
+		case c.res < 0:
+			q.live-- // ENOTCONN: the connection is gone
+		default:
+			request = int(c.userData)
+		}
+		q.mu.Unlock()
+		if !ok {
+			if err := q.ring.wait(); err != nil {
+				q.mu.Lock()
+				q.stopped = true
+				q.mu.Unlock()
+			}
+			continue
+		}
+		if request < 0 {
+			continue
+		}
+		l.slow.Reset(slowRequest)
+		q.handle(request)
+		q.mu.Lock()
+		q.queueCmd(request, cmdCommitAndFetch)
+		q.submit()
+		q.mu.Unlock()
+		if !l.slow.Stop() {
+			<-l.handedOver
+			return true
+		}
+	}
+}
+
+// submit hands the ring what is queued; q.mu is held. The kernel cannot
+// refuse it short of the ring being gone, when the queue ends.
+func (q *queue) submit() {
+	if err := q.ring.submit(); err != nil {
 		q.stopped = true
-	case c.userData == doneTag:
-		q.commitReplied()
-	case retry(c):
-		i := int(c.userData)
-		q.submit(i, q.entries[i].lastCmd)
-	case c.res < 0:
-		q.live-- // ENOTCONN: the connection is gone
-	default:
-		i := int(c.userData)
-		q.handlers.Add(1)
-		go q.serveEntry(i)
 	}
 }
 
-// serveEntry serves the request in entry i and asks the queue's thread to
-// commit the reply.
-func (q *queue) serveEntry(i int) {
-	defer q.handlers.Done()
-	q.handle(i)
+// handOver gives the lead to a thread that waits for it, or to a new one.
+func (q *queue) handOver() {
 	q.mu.Lock()
-	q.replied = append(q.replied, i)
-	q.mu.Unlock()
-	var one [8]byte
-	binary.NativeEndian.PutUint64(one[:], 1)
-	unix.Write(q.doneFD, one[:]) // cannot fail short of 2^64-1 unread signals
-}
-
-// commitReplied submits the COMMIT_AND_FETCH of every entry whose reply is
-// ready, and polls for the next ones. The eventfd is emptied before the
-// list is taken: a reply added after it signals again.
-func (q *queue) commitReplied() {
-	var count [8]byte
-	unix.Read(q.doneFD, count[:])
-	q.mu.Lock()
-	replied := q.replied
-	q.replied = nil
-	q.mu.Unlock()
-	for _, i := range replied {
-		q.submit(i, cmdCommitAndFetch)
+	spawn := q.idle == 0
+	if spawn {
+		q.idle++ // at once: the next hand-over must not count on another
+		q.threads.Add(1)
 	}
-	q.poll(q.doneFD, doneTag)
+	q.mu.Unlock()
+	if spawn {
+		go q.thread()
+	}
+	q.lead <- struct{}{}
 }
 
 // handle serves the request in entry i and leaves the reply in it.
@@ -543,18 +612,12 @@ func replyError(e *entry, unique uint64, errno syscall.Errno) {
 	binary.NativeEndian.PutUint32(h[headerPayloadSz:], 0)
 }
 
-// tearDown releases the queue once no request is being served: a handler
-// writes its reply into its entry's memory. (Requests under way end when
-// the connection does: go-fuse cancels them.)
+// tearDown releases the queue once its threads have ended.
 func (q *queue) tearDown() {
-	q.handlers.Wait()
 	if q.ring != nil {
 		q.ring.close() // cancels what the kernel still holds
 	}
 	for _, e := range q.entries {
 		unix.Munmap(e.mem)
-	}
-	if q.doneFD >= 0 {
-		unix.Close(q.doneFD)
 	}
 }
