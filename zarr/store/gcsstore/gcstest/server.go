@@ -160,9 +160,22 @@ func (s *Server) NewClient(ctx context.Context) (*storage.Client, error) {
 // Bucket creates a bucket.
 func (s *Server) Bucket(t testing.TB, name string) {
 	t.Helper()
-	if err := s.Client(t).Bucket(name).Create(context.Background(), "zarrfs-test", nil); err != nil {
-		t.Fatalf("create bucket %s: %v", name, err)
+	if err := s.CreateBucket(context.Background(), name); err != nil {
+		t.Fatal(err)
 	}
+}
+
+// CreateBucket creates a bucket.
+func (s *Server) CreateBucket(ctx context.Context, name string) error {
+	c, err := s.NewClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.Bucket(name).Create(ctx, "zarrfs-test", nil); err != nil {
+		return fmt.Errorf("create bucket %s: %w", name, err)
+	}
+	return nil
 }
 
 // Open opens gs://bucket/prefix on the emulator as a store.
@@ -182,9 +195,21 @@ func (s *Server) Open(t testing.TB, bucket, prefix string, readOnly bool) *gcsst
 // below prefix with Google's client.
 func (s *Server) Upload(t testing.TB, dir, bucket, prefix string) {
 	t.Helper()
-	ctx := context.Background()
-	b := s.Client(t).Bucket(bucket)
-	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+	if err := s.UploadDir(context.Background(), dir, bucket, prefix); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// UploadDir copies every file under dir (but zarrfs's state) into the
+// bucket below prefix with Google's client.
+func (s *Server) UploadDir(ctx context.Context, dir, bucket, prefix string) error {
+	c, err := s.NewClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	b := c.Bucket(bucket)
+	err = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
@@ -204,8 +229,9 @@ func (s *Server) Upload(t testing.TB, dir, bucket, prefix string) {
 		return w.Close()
 	})
 	if err != nil {
-		t.Fatalf("upload %s: %v", dir, err)
+		return fmt.Errorf("upload %s: %w", dir, err)
 	}
+	return nil
 }
 
 // Download copies every object of the bucket below prefix into dir with
