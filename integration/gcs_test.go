@@ -1,10 +1,15 @@
 package integration_test
 
 import (
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/zarrfs/zarrfs/zarr/store/gcsstore/gcstest"
 	"github.com/zarrfs/zarrfs/zarr/zarrtest"
@@ -83,12 +88,25 @@ func TestGCSZarrPythonWrites(t *testing.T) {
 
 // TestGCSTwoMounts: two read-write gs:// mounts of one bucket writing the
 // same shards lose no update (twoMountsLoseNothing): their uploads are
-// conditional on the object generation.
+// conditional on the object generation. The emulator is reached through
+// a proxy adding latency to every request, so that the two mounts' reads
+// and uploads of a shard overlap (without the condition, updates are
+// lost).
 func TestGCSTwoMounts(t *testing.T) {
 	srv := gcstest.Start(t)
 	srv.Bucket(t, "zarr")
 	dir, _ := writeStore(t)
 	srv.Upload(t, dir, "zarr", "two")
-	useGCS(t, srv)
+	target, err := url.Parse(srv.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(100 * time.Millisecond)
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(slow.Close)
+	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(slow.URL, "http://"))
 	twoMountsLoseNothing(t, dir, srv, "zarr", "two", "gs://zarr/two")
 }
