@@ -23,7 +23,7 @@ func runConsolidate(ctx context.Context, args []string, stdout, stderr io.Writer
 		return fail(stderr, err)
 	}
 	if !loc.writable() {
-		return fail(stderr, fmt.Errorf("%s: not writable: consolidate writes into the store (a directory or an s3:// bucket); for a web server, run it on the directory or bucket the server publishes", fs.Arg(0)))
+		return fail(stderr, fmt.Errorf("%s: not writable: consolidate writes into the store (a directory or an s3:// or gs:// bucket); for a web server, run it on the directory or bucket the server publishes", fs.Arg(0)))
 	}
 	o, err := openNodes(ctx, fs.Arg(0), "", sf, false)
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 )
 
 // TestEndpointThatNeverAnswers: `zarrfs info` and `zarrfs mount` of an
-// s3:// or http:// store whose server accepts connections and never
+// s3://, gs:// or http:// store whose server accepts connections and never
 // answers fail within the deadline, naming the server and the timeout;
 // mount says what it waits for after a second.
 func TestEndpointThatNeverAnswers(t *testing.T) {
@@ -24,9 +24,10 @@ func TestEndpointThatNeverAnswers(t *testing.T) {
 	t.Setenv("AWS_REGION", "us-east-1")
 	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
-	t.Setenv("GOMEMLIMIT", "off") // mount sets a memory limit otherwise
+	t.Setenv("STORAGE_EMULATOR_HOST", host) // gs://
+	t.Setenv("GOMEMLIMIT", "off")           // mount sets a memory limit otherwise
 	limits := []string{"--remote-timeout", "700ms", "--remote-deadline", "2s"}
-	for _, storeURL := range []string{"s3://bucket/store", hole.URL + "/store"} {
+	for _, storeURL := range []string{"s3://bucket/store", "gs://bucket/store", hole.URL + "/store"} {
 		s3 := []string{"--s3-endpoint", hole.URL, "--s3-path-style"}
 		if !strings.HasPrefix(storeURL, "s3://") {
 			s3 = nil

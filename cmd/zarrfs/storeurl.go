@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zarrfs/zarrfs/zarr/store"
+	"github.com/zarrfs/zarrfs/zarr/store/gcsstore"
 	"github.com/zarrfs/zarrfs/zarr/store/httpstore"
 	"github.com/zarrfs/zarrfs/zarr/store/requests"
 	"github.com/zarrfs/zarrfs/zarr/store/s3store"
@@ -26,26 +27,28 @@ import (
 
 // storeFlags are the flags that say how to reach a remote store.
 type storeFlags struct {
-	journalDir  *string
-	attempts    *int
-	timeout     *time.Duration
-	deadline    *time.Duration
-	s3Endpoint  *string
-	s3PathStyle *bool
-	s3Anonymous *bool
-	logger      *slog.Logger // of retries (default: to the flags' output)
+	journalDir   *string
+	attempts     *int
+	timeout      *time.Duration
+	deadline     *time.Duration
+	s3Endpoint   *string
+	s3PathStyle  *bool
+	s3Anonymous  *bool
+	gcsAnonymous *bool
+	logger       *slog.Logger // of retries (default: to the flags' output)
 }
 
 func addStoreFlags(fs *flag.FlagSet) storeFlags {
 	return storeFlags{
-		attempts:    fs.Int("remote-attempts", 8, "tries of one request to a remote store on 5xx, throttling, dropped connections, cut bodies and timeouts, with backoff and jitter"),
-		timeout:     fs.Duration("remote-timeout", 5*time.Second, "how long one try of a request to a remote store waits for the connection and the first byte, and a body may pause; doubles with each try"),
-		deadline:    fs.Duration("remote-deadline", 20*time.Second, "how long the tries of one request to a remote store may take together (a body is given time for its size besides)"),
-		journalDir:  fs.String("journal-dir", "", "where mounts of remote stores journal writes (default: $XDG_STATE_HOME/zarrfs/journals, one directory per store URL)"),
-		s3Endpoint:  fs.String("s3-endpoint", "", "S3 endpoint URL for s3:// stores (default: AWS_ENDPOINT_URL, else AWS)"),
-		s3PathStyle: fs.Bool("s3-path-style", false, "address S3 buckets in the path (most servers other than AWS need it)"),
-		s3Anonymous: fs.Bool("s3-anonymous", false, "send unsigned S3 requests (public buckets)"),
-		logger:      newLogger(fs.Output()),
+		attempts:     fs.Int("remote-attempts", 8, "tries of one request to a remote store on 5xx, throttling, dropped connections, cut bodies and timeouts, with backoff and jitter"),
+		timeout:      fs.Duration("remote-timeout", 5*time.Second, "how long one try of a request to a remote store waits for the connection and the first byte, and a body may pause; doubles with each try"),
+		deadline:     fs.Duration("remote-deadline", 20*time.Second, "how long the tries of one request to a remote store may take together (a body is given time for its size besides)"),
+		journalDir:   fs.String("journal-dir", "", "where mounts of remote stores journal writes (default: $XDG_STATE_HOME/zarrfs/journals, one directory per store URL)"),
+		s3Endpoint:   fs.String("s3-endpoint", "", "S3 endpoint URL for s3:// stores (default: AWS_ENDPOINT_URL, else AWS)"),
+		s3PathStyle:  fs.Bool("s3-path-style", false, "address S3 buckets in the path (most servers other than AWS need it)"),
+		s3Anonymous:  fs.Bool("s3-anonymous", false, "send unsigned S3 requests (public buckets)"),
+		gcsAnonymous: fs.Bool("gcs-anonymous", false, "send gs:// requests without credentials (public buckets)"),
+		logger:       newLogger(fs.Output()),
 	}
 }
 
@@ -62,7 +65,8 @@ func (sf storeFlags) limits() (requests.Limits, error) {
 type storeLocation struct {
 	dir            string // local directory
 	zip            string // local zip file (zarr-python's ZipStore, .ozx)
-	bucket, prefix string // s3://bucket/prefix
+	bucket, prefix string // s3://bucket/prefix, or gs:// with gcs
+	gcs            bool
 	web            string // http:// or https:// URL
 }
 
@@ -74,15 +78,15 @@ func parseStore(arg string) (storeLocation, error) {
 	switch u.Scheme {
 	case "file":
 		return localStore(u.Path), nil
-	case "s3":
+	case "s3", "gs":
 		if u.Host == "" {
-			return storeLocation{}, fmt.Errorf("%s: no bucket (s3://BUCKET/PREFIX)", store.Redacted(arg))
+			return storeLocation{}, fmt.Errorf("%s: no bucket (%s://BUCKET/PREFIX)", store.Redacted(arg), u.Scheme)
 		}
-		return storeLocation{bucket: u.Host, prefix: strings.Trim(u.Path, "/")}, nil
+		return storeLocation{bucket: u.Host, prefix: strings.Trim(u.Path, "/"), gcs: u.Scheme == "gs"}, nil
 	case "http", "https":
 		return storeLocation{web: arg}, nil
 	}
-	return storeLocation{}, fmt.Errorf("%s: unsupported store URL scheme %q (a path, file://, s3://, http://, https://)", store.Redacted(arg), u.Scheme)
+	return storeLocation{}, fmt.Errorf("%s: unsupported store URL scheme %q (a path, file://, s3://, gs://, http://, https://)", store.Redacted(arg), u.Scheme)
 }
 
 // localStore is a directory, or a regular file (a zip).
@@ -121,6 +125,9 @@ func (l storeLocation) open(ctx context.Context, sf storeFlags, readOnly bool) (
 	}
 	if l.web != "" {
 		return httpstore.Open(l.web, httpstore.Options{Limits: limits})
+	}
+	if l.gcs {
+		return gcsstore.Open(ctx, l.bucket, l.prefix, gcsstore.Options{Anonymous: *sf.gcsAnonymous, ReadOnly: readOnly, Limits: limits})
 	}
 	return s3store.Open(ctx, l.bucket, l.prefix, s3store.Options{
 		Endpoint: *sf.s3Endpoint, PathStyle: *sf.s3PathStyle, Anonymous: *sf.s3Anonymous, ReadOnly: readOnly,

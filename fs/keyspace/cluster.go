@@ -58,7 +58,7 @@ type clusterIndex struct {
 // once for the whole cluster, by their owner. Call it before serving.
 func (f *FS) JoinCluster(o cluster.Options) error {
 	if f.files != nil {
-		return fmt.Errorf("a cluster shares the cache of remote stores (s3://, http(s)://); %s is local", f.store)
+		return fmt.Errorf("a cluster shares the cache of remote stores (s3://, gs://, http(s)://); %s is local", f.store)
 	}
 	o.Accept, o.Load, o.Logger = f.acceptsPeerKey, f.loadPeerKey, f.opts.Logger
 	c, err := cluster.Start(o)

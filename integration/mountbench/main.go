@@ -34,7 +34,9 @@
 //     (versitygw) behind a proxy adding 20 ms per request, read by
 //     zarr-python 2 through MNT/v2 of an s3:// mount and by reading every
 //     chunk file in key order, vs zarrita.js reading the same store over
-//     HTTP through the same latency; with the requests of each.
+//     HTTP through the same latency; with the requests of each; and by
+//     zarr-python through a gs:// mount of a GCS emulator (fake-gcs-server)
+//     behind the same latency.
 //
 // Usage:
 //

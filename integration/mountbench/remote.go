@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zarrfs/zarrfs/zarr/store/gcsstore/gcstest"
 	"github.com/zarrfs/zarrfs/zarr/store/requests"
 	"github.com/zarrfs/zarrfs/zarr/store/s3store/s3test"
 )
@@ -209,6 +210,9 @@ func (b *bench) remote() error {
 	if err := b.ms.stopZarrfs(mnt); err != nil {
 		return err
 	}
+	if err := b.remoteGCS(spec, root, nbytes, direct, directReqs); err != nil {
+		return err
+	}
 	if err := b.clusterReads(spec, s3Proxy, nbytes); err != nil {
 		return err
 	}
@@ -219,6 +223,77 @@ func (b *bench) remote() error {
 		check: "<= zarrita's", pass: &fewer,
 	})
 	return nil
+}
+
+// remoteGCS: the same array in a GCS emulator (fake-gcs-server) behind
+// the same latency, read cold by zarr-python 2 through MNT/v2 of a gs://
+// mount, against zarrita's direct reads of workload 8 (direct, directReqs).
+func (b *bench) remoteGCS(spec *arraySpec, root []byte, nbytes int64, direct sample, directReqs map[string]int) error {
+	logFile, err := os.Create(filepath.Join(b.work, "fake-gcs-server.log"))
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	srv, stop, err := gcstest.StartServer(logFile)
+	if err != nil {
+		b.add(row{name: "gs:// skipped: " + err.Error(), check: "-"})
+		return nil
+	}
+	defer stop()
+	ctx := context.Background()
+	progress("uploading the " + spec.name + " array to the GCS emulator")
+	if err := srv.CreateBucket(ctx, "bench"); err != nil {
+		return err
+	}
+	if err := srv.UploadDir(ctx, filepath.Join(b.storeDir, spec.name), "bench", "store/"+spec.name); err != nil {
+		return err
+	}
+	if err := srv.UploadDir(ctx, filepath.Join(b.work, "s3-root"), "bench", "store"); err != nil {
+		return err
+	}
+	proxy, err := newDelayProxy(srv.Endpoint)
+	if err != nil {
+		return err
+	}
+	defer proxy.srv.Close()
+	os.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(proxy.srv.URL, "http://"))
+	mnt := filepath.Join(b.work, "gcs-mnt")
+	if err := os.MkdirAll(mnt, 0o755); err != nil {
+		return err
+	}
+	defer b.ms.stopZarrfs(mnt)
+	arrayV2 := filepath.Join(mnt, "v2", spec.name)
+	var viaMount sample
+	var reqs map[string]int
+	for range b.cfg.runs {
+		if err := b.ms.stopZarrfs(mnt); err != nil {
+			return err
+		}
+		if err := dropCaches(); err != nil {
+			return err
+		}
+		proxy.take()
+		if _, err := b.ms.startZarrfs(b.bin, "gs://bench/store", mnt, append([]string{"--ro"}, b.cfg.mountArgs...)...); err != nil {
+			return err
+		}
+		times, _, err := b.python("zarr", 0, 1, arrayV2)
+		if err != nil {
+			return err
+		}
+		viaMount, reqs = append(viaMount, times[arrayV2]...), proxy.take()
+	}
+	b.add(row{
+		name:   "zarr-python via MNT/v2 of gs:// (fake-gcs-server) vs zarrita direct over HTTP",
+		zarrfs: rate(nbytes, viaMount.median()), ref: rate(nbytes, direct.median()),
+		ratio: ratio(direct, viaMount), spread: max(direct.spread(), viaMount.spread()),
+	})
+	fewer := total(reqs) <= total(directReqs)
+	b.add(row{
+		name:   fmt.Sprintf("requests: zarr-python via gs:// mount %v; zarrita %v", reqs, directReqs),
+		zarrfs: fmt.Sprint(total(reqs)), ref: fmt.Sprint(total(directReqs)),
+		check: "<= zarrita's", pass: &fewer,
+	})
+	return b.ms.stopZarrfs(mnt)
 }
 
 // zarritaRead times zarrita reading the array at path of the store at url.

@@ -329,11 +329,19 @@ func (b *body) Close() error {
 }
 
 // Kind names a request: "ranged GET", "suffix GET", "GET", "HEAD",
-// "LIST", "PUT", "DELETE".
+// "LIST", "PUT", "DELETE". GCS's JSON API says the same with other
+// requests: a GET of .../b/BUCKET/o lists, a GET without alt=media reads
+// the metadata (a HEAD), a POST with uploadType uploads (a PUT).
 func Kind(r *http.Request) string {
+	q := r.URL.Query()
+	gcs := strings.HasPrefix(r.URL.Path, "/storage/v1/b/")
 	switch {
-	case r.Method == http.MethodGet && r.URL.Query().Has("list-type"):
+	case r.Method == http.MethodGet && (q.Has("list-type") || gcs && strings.Count(r.URL.EscapedPath(), "/") == 5 && strings.HasSuffix(r.URL.Path, "/o")):
 		return "LIST"
+	case r.Method == http.MethodGet && gcs && q.Get("alt") != "media":
+		return "HEAD"
+	case r.Method == http.MethodPost && q.Has("uploadType"):
+		return "PUT"
 	case r.Method == http.MethodGet && strings.HasPrefix(r.Header.Get("Range"), "bytes=-"):
 		return "suffix GET"
 	case r.Method == http.MethodGet && r.Header.Get("Range") != "":

@@ -212,7 +212,8 @@ func RunFaults(t *testing.T, ft FaultTarget) {
 		return
 	}
 	t.Run("writes", func(t *testing.T) {
-		puts := func(r *http.Request) bool { return r.Method == http.MethodPut }
+		// An upload: S3's PUT, GCS's POST.
+		puts := func(r *http.Request) bool { return r.Method == http.MethodPut || r.Method == http.MethodPost }
 		for i, f := range []faultproxy.Fault{{Reset: true}, {Stall: true}, {Status: http.StatusServiceUnavailable}} {
 			v := pattern(byte(10+i), 100<<10)
 			ft.Proxy.SetRule(faultproxy.Once(1, puts, f))

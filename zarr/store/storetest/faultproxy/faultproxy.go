@@ -58,8 +58,9 @@ type Fault struct {
 // Object is a value the proxy serves itself (Fault.Serve).
 type Object struct {
 	Body         []byte
-	ETag         string    // sent when not empty
-	LastModified time.Time // sent when not zero
+	ETag         string      // sent when not empty
+	LastModified time.Time   // sent when not zero
+	Header       http.Header // sent besides (GCS's X-Goog-Generation)
 }
 
 // Proxy is a running proxy.
@@ -305,7 +306,10 @@ func (p *Proxy) answer(c net.Conn, req *http.Request, resp *http.Response, f Fau
 
 // serveObject answers req with o, as a server that ignores conditions.
 func serveObject(c net.Conn, req *http.Request, o *Object) bool {
-	h := http.Header{}
+	h := o.Header.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
 	if o.ETag != "" {
 		h.Set("ETag", o.ETag)
 	}
