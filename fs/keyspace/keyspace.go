@@ -132,8 +132,11 @@ type FS struct {
 	// omeLevels are the levels of OME-Zarr images (findOMELevels).
 	omeLevels map[string][]string
 	mtime     time.Time
-	// meta guards metadata documents, which attribute writes replace.
+	// meta guards metadata documents, which attribute writes replace,
+	// and the array views and nodes of vnodes, which resizes replace.
 	meta sync.RWMutex
+	// structure serializes resizes and deletes.
+	structure sync.Mutex
 
 	// Reading: what is kept of stored objects, and how they are fetched.
 	cache *cache.Cache // keys: cachekeys.go

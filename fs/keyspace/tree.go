@@ -119,6 +119,14 @@ func consolidated(root *vnode) ([]byte, error) {
 	return c.Marshal()
 }
 
+// arrayOf returns how the view shows an array node now (a resize replaces
+// it), nil for groups.
+func (f *FS) arrayOf(vn *vnode) *arrayView {
+	f.meta.RLock()
+	defer f.meta.RUnlock()
+	return vn.arr
+}
+
 // docs returns a directory's metadata documents.
 func (f *FS) docs(vn *vnode) []doc {
 	f.meta.RLock()
@@ -188,9 +196,9 @@ func (d *Dir) Lookup(ctx context.Context, name string) (Entry, error) {
 			}
 		}
 		if c, ok := d.node.children[name]; ok {
-			return d.dirEntry(name, &Dir{fs: d.fs, view: d.view, path: path, node: c, arr: c.arr, depth: -1}), nil
+			return d.dirEntry(name, &Dir{fs: d.fs, view: d.view, path: path, node: c, arr: d.fs.arrayOf(c), depth: -1}), nil
 		}
-		av := d.node.arr
+		av := d.fs.arrayOf(d.node)
 		if av == nil {
 			return Entry{}, ErrNotFound
 		}
@@ -277,7 +285,7 @@ func (d *Dir) List(ctx context.Context) iter.Seq2[DirEntry, error] {
 					return
 				}
 			}
-			av := d.node.arr
+			av := d.fs.arrayOf(d.node)
 			if av == nil {
 				return
 			}

@@ -337,7 +337,10 @@ func (av *arrayView) toStored(b []byte) ([]byte, error) {
 // Only the file: chunk key directories always exist, and a writable
 // mount's listings are not cached.
 func (f *FS) chunkChanged(a *zarr.Array, coords []int, outside bool) {
-	for v, av := range f.arrays[a.Path] {
+	f.meta.RLock()
+	views := f.arrays[a.Path]
+	f.meta.RUnlock()
+	for v, av := range views {
 		file := joinPath(a.Path, av.keys.Key(coords))
 		f.notify(Alias{View: v, Dir: parentOf(file), Name: path.Base(file), Outside: outside})
 	}
@@ -355,7 +358,7 @@ func parentOf(p string) string {
 func (d *Dir) chunkAt(name string) (av *arrayView, coords []int, ok bool) {
 	av = d.arr
 	if d.node != nil {
-		av = d.node.arr
+		av = d.fs.arrayOf(d.node)
 	}
 	if av == nil {
 		return nil, nil, false
@@ -386,7 +389,7 @@ func (d *Dir) chunkAt(name string) (av *arrayView, coords []int, ok bool) {
 func (d *Dir) misplacedChunk(name string) error {
 	av := d.arr
 	if d.node != nil {
-		av = d.node.arr
+		av = d.fs.arrayOf(d.node)
 	}
 	if av == nil || len(av.grid) == 0 {
 		return nil
