@@ -131,6 +131,13 @@ func (f *FS) arrayOf(vn *vnode) *arrayView {
 func (f *FS) docs(vn *vnode) []doc {
 	f.meta.RLock()
 	defer f.meta.RUnlock()
+	if vn.node != nil && f.doomed[vn.node.Path] {
+		// Without the document that made it a node; the others stay for
+		// rm -r to unlink.
+		return slices.DeleteFunc(slices.Clone(vn.docs), func(d doc) bool {
+			return d.name == zarr.ZArray || d.name == zarr.ZGroup || d.name == zarr.ZarrJSON
+		})
+	}
 	return vn.docs
 }
 
@@ -195,7 +202,10 @@ func (d *Dir) Lookup(ctx context.Context, name string) (Entry, error) {
 				return Entry{Name: name, File: f, Attr: f.attr()}, nil
 			}
 		}
-		if c, ok := d.node.children[name]; ok {
+		d.fs.meta.RLock()
+		c, ok := d.node.children[name]
+		d.fs.meta.RUnlock()
+		if ok {
 			return d.dirEntry(name, &Dir{fs: d.fs, view: d.view, path: path, node: c, arr: d.fs.arrayOf(c), depth: -1}), nil
 		}
 		av := d.fs.arrayOf(d.node)
@@ -280,7 +290,10 @@ func (d *Dir) List(ctx context.Context) iter.Seq2[DirEntry, error] {
 					return
 				}
 			}
-			for _, name := range d.node.names {
+			d.fs.meta.RLock()
+			names := d.node.names // forget replaces it
+			d.fs.meta.RUnlock()
+			for _, name := range names {
 				if !yield(entry(name, true), nil) {
 					return
 				}

@@ -470,7 +470,15 @@ func (d *Dir) Unlink(ctx context.Context, name string) error {
 	if d.fs.temps.remove(d.view, p) {
 		return nil
 	}
+	if d.node != nil {
+		if ok, err := d.unlinkDoc(ctx, name); ok {
+			return err
+		}
+	}
 	av, coords, ok := d.chunkAt(name)
+	if ok && d.fs.isDoomed(av.path) {
+		return nil // rmdir of the array's directory deletes its shards
+	}
 	if !ok {
 		if _, err := d.Lookup(ctx, name); err != nil {
 			return err
@@ -563,16 +571,22 @@ func (d *Dir) Mkdir(ctx context.Context, name string) error {
 	return d.refuseStructure(ctx, name)
 }
 
-// Rmdir refuses: groups and arrays are not removed through the mount
-// (unlinking chunk files empties them).
+// Rmdir removes the directory of a group or array whose metadata
+// document was unlinked (delete.go), or a chunk key directory emptied.
 func (d *Dir) Rmdir(ctx context.Context, name string) error {
 	if !d.fs.Writable() {
 		return ErrReadOnly
 	}
-	if _, err := d.Lookup(ctx, name); err != nil {
+	e, err := d.Lookup(ctx, name)
+	switch {
+	case err != nil:
 		return err
+	case e.Dir == nil:
+		return fmt.Errorf("%w: %s is not a directory", ErrInvalid, joinPath(d.path, name))
+	case e.Dir.node != nil:
+		return d.removeNode(ctx, name, e.Dir.node)
 	}
-	return d.refuseStructure(ctx, name)
+	return d.rmdirKeys(ctx, name, e.Dir)
 }
 
 func (d *Dir) refuseStructure(ctx context.Context, name string) error {
