@@ -11,7 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zarrfs/zarrfs/integration"
 	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/store/s3store/s3test"
 	"github.com/zarrfs/zarrfs/zarr/zarrtest"
 )
 
@@ -77,29 +79,7 @@ func TestDeleteThroughMount(t *testing.T) {
 	keepBefore := storeFiles(t, filepath.Join(dir, "keep"))
 	keepDigest := o.Zarrita(t, dir, "keep").SHA256
 	m := mount(t, dir)
-	if out, err := exec.Command("rm", "-r", filepath.Join(m.Dir, "v3", "victim")).CombinedOutput(); err != nil {
-		t.Fatalf("rm -r v3/victim: %v\n%s\n%s", err, out, m.Log())
-	}
-	script := `import sys, zarr
-g = zarr.open_group(sys.argv[1], mode="r+")
-del g["grp"]
-print(sorted(g.keys()))`
-	out, err := exec.Command("/usr/bin/python3", "-c", script, filepath.Join(m.Dir, "v2")).CombinedOutput()
-	if err != nil {
-		t.Fatalf("zarr-python del group['grp']: %v\n%s\n%s", err, out, m.Log())
-	}
-	if got := strings.TrimSpace(string(out)); got != "['keep']" {
-		t.Errorf("zarr-python lists %s after the deletes, want ['keep']", got)
-	}
-	for _, p := range []string{"v2/victim", "v3/victim", "v2/grp", "v3/grp", "v3/grp/inner"} {
-		if _, err := os.Stat(filepath.Join(m.Dir, p)); !errors.Is(err, fs.ErrNotExist) {
-			t.Errorf("%s still shows after the delete (%v)", p, err)
-		}
-	}
-	zmeta, err := os.ReadFile(filepath.Join(m.Dir, "v2", zarr.ZMetadata))
-	if err != nil || strings.Contains(string(zmeta), "victim") || strings.Contains(string(zmeta), "grp") {
-		t.Errorf(".zmetadata after the deletes (%v):\n%s", err, zmeta)
-	}
+	deleteVictimAndGroup(t, m, "['keep']")
 	stop(t, m, dir)
 	checkStore(t, dir)
 
@@ -113,6 +93,37 @@ print(sorted(g.keys()))`
 	all := o.ZarritaAll(t, dir)
 	if len(all) != 1 || all["keep"].SHA256 != keepDigest {
 		t.Errorf("zarrita reads %+v from the store; want only keep with digest %s", all, keepDigest)
+	}
+}
+
+// deleteVictimAndGroup removes victim with `rm -r` in m's v3 view and grp
+// with zarr-python 2's `del group["grp"]` in its v2 view, and checks that
+// both views stop showing them at once; rest is what zarr-python then
+// lists in the root group.
+func deleteVictimAndGroup(t *testing.T, m *integration.Mount, rest string) {
+	t.Helper()
+	if out, err := exec.Command("rm", "-r", filepath.Join(m.Dir, "v3", "victim")).CombinedOutput(); err != nil {
+		t.Fatalf("rm -r v3/victim: %v\n%s\n%s", err, out, m.Log())
+	}
+	script := `import sys, zarr
+g = zarr.open_group(sys.argv[1], mode="r+")
+del g["grp"]
+print(sorted(g.keys()))`
+	out, err := exec.Command("/usr/bin/python3", "-c", script, filepath.Join(m.Dir, "v2")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("zarr-python del group['grp']: %v\n%s\n%s", err, out, m.Log())
+	}
+	if got := strings.TrimSpace(string(out)); got != rest {
+		t.Errorf("zarr-python lists %s after the deletes, want %s", got, rest)
+	}
+	for _, p := range []string{"v2/victim", "v3/victim", "v2/grp", "v3/grp", "v3/grp/inner"} {
+		if _, err := os.Stat(filepath.Join(m.Dir, p)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s still shows after the delete (%v)", p, err)
+		}
+	}
+	zmeta, err := os.ReadFile(filepath.Join(m.Dir, "v2", zarr.ZMetadata))
+	if err != nil || strings.Contains(string(zmeta), "victim") || strings.Contains(string(zmeta), "grp") {
+		t.Errorf(".zmetadata after the deletes (%v):\n%s", err, zmeta)
 	}
 }
 
@@ -166,4 +177,42 @@ func TestDeleteCutShort(t *testing.T) {
 	delete(keepBefore, "zarr.json.deleted") // the forged tombstone goes
 	requireSameFiles(t, keepBefore, after)
 	checkStore(t, dir)
+}
+
+// TestS3ResizeAndDelete: the resizes of TestZarrPythonResize and the
+// deletes of TestDeleteThroughMount through a read-write s3:// mount
+// (versitygw): after unmounting, `zarrfs check s3://…` passes, and the
+// bucket, downloaded with an independent client and read by zarrita, holds
+// the resized array as zarr-python wrote its copy, without the deleted
+// nodes' objects, and the other array unchanged.
+func TestS3ResizeAndDelete(t *testing.T) {
+	zarrtest.RequirePython(t, "zarr")
+	o := zarrtest.NewOracle(t)
+	srv := s3test.Start(t)
+	srv.Bucket(t, "zarr")
+	dir := deleteStore(t)
+	addLayouts(t, dir, []writeLayout{resizeLayout})
+	keepDigest := o.Zarrita(t, dir, "keep").SHA256
+	srv.Upload(t, dir, "zarr", "rd")
+	useS3(t, srv, srv.Endpoint)
+	m := mount(t, "s3://zarr/rd", "--s3-path-style", "--journal-dir", t.TempDir())
+	copies := zarrPythonResize(t, m)
+	deleteVictimAndGroup(t, m, "['keep', 'resizable']")
+	if err := m.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(zarrfsBin, "check", "--s3-path-style", "s3://zarr/rd").CombinedOutput(); err != nil {
+		t.Errorf("zarrfs check s3://zarr/rd: %v\n%s", err, out)
+	}
+	got := t.TempDir()
+	srv.Download(t, "zarr", "rd", got)
+	checkResized(t, o, got, copies)
+	for _, p := range []string{"victim", "grp"} {
+		if left := storeKeys(t, got, p); len(left) != 0 {
+			t.Errorf("left of %s in the bucket: %v", p, left)
+		}
+	}
+	if all := o.ZarritaAll(t, got); len(all) != 2 || all["keep"].SHA256 != keepDigest {
+		t.Errorf("zarrita reads %+v from the bucket; want keep (digest %s) and resizable", all, keepDigest)
+	}
 }
