@@ -146,8 +146,8 @@ func differingField(a, b []byte) string {
 
 // resizeArray gives an array a new shape, as zarr-python 2 does: growing
 // only changes the metadata; shrinking first deletes the inner chunks
-// wholly outside the new shape (through the Writer, so it is journaled and
-// a shard left empty is deleted), then stores the metadata. A crash in
+// wholly outside the new shape (through the Writer, which deletes a shard
+// left empty) and publishes that, then stores the metadata. A crash in
 // between leaves the old shape with those chunks empty, and repeating the
 // resize finishes it. Chunks partly outside keep their data, as in
 // zarr-python.
@@ -174,6 +174,13 @@ func (f *FS) resizeArray(ctx context.Context, vn *vnode, shape []int) error {
 			return err
 		}
 		f.chunkChanged(av.a, c, false)
+	}
+	// Published before the shape changes: a journal replay skips the
+	// updates of shards outside the shape, which would then stay.
+	if len(gone) > 0 {
+		if err := f.opts.Writer.Flush(ctx); err != nil {
+			return err
+		}
 	}
 	resized, err := zarr.Resize(ctx, n.Array, shape)
 	if err != nil {
