@@ -3,9 +3,11 @@ package integration_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -182,5 +184,88 @@ func TestV3ViewResize(t *testing.T) {
 	}
 	if a := storeArray(t, dir, resizeLayout.path); !strings.Contains(string(a.V3.Attributes), `"resized":true`) {
 		t.Errorf("stored attributes %s", a.V3.Attributes)
+	}
+}
+
+// TestXarrayAppend: xarray appends a dataset along time to a sharded v3
+// dataset (written by zarrfs's own writer, dimension_names set) through
+// the v2 view with to_zarr(mode="a", append_dim="time"), which resizes
+// every variable along time and writes the new region. After
+// unmounting, zarrita reads the grown arrays from the store.
+func TestXarrayAppend(t *testing.T) {
+	zarrtest.RequirePython(t, "xarray", "zarr")
+	o := zarrtest.NewOracle(t)
+	dir := t.TempDir()
+	ctx := context.Background()
+	s := zarrtest.OpenStore(t, dir)
+	if err := zarr.CreateGroup(ctx, s, "", 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	name := func(s string) *string { return &s }
+	for _, v := range []struct {
+		path         string
+		typ          dtype.DataType
+		shape, inner []int
+		dims         []*string
+	}{
+		{"time", dtype.TypeInt64, []int{4}, []int{2}, []*string{name("time")}},
+		{"temp", dtype.TypeFloat32, []int{4, 3}, []int{2, 3}, []*string{name("time"), name("x")}},
+	} {
+		m := &meta.ArrayV3{Shape: v.shape, DataType: v.typ, ChunkShape: v.shape, FillValue: make([]byte, v.typ.Size),
+			KeyEncoding: meta.KeyEncoding{Name: meta.KeyEncodingDefault, Separator: "/"}, DimensionNames: v.dims,
+			Codecs: []meta.Codec{zarrtest.Sharding(v.inner, []meta.Codec{zarrtest.BytesLE, zarrtest.Zstd}, []meta.Codec{zarrtest.BytesLE, zarrtest.CRC32C}, "end")}}
+		a, err := zarr.CreateArrayV3(ctx, s, v.path, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Write(ctx, zarrtest.Pattern(a, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	m := mount(t, dir)
+	script := `import json, sys
+import numpy as np
+import xarray as xr
+import zarr
+root = sys.argv[1]
+new = xr.Dataset({"temp": (("time", "x"), np.arange(9, dtype="f4").reshape(3, 3) + 100)}, coords={"time": np.array([40, 50, 60], dtype="i8")})
+new.to_zarr(root, mode="a", append_dim="time", consolidated=False)
+out = xr.open_zarr(root, consolidated=False).load()
+# zarrtest.Pattern leaves some chunks empty: the fill value 0, which xarray masks.
+print(json.dumps({"time": zarr.open(root + "/time", mode="r")[:].tolist(), "temp": out.temp.values[4:].tolist(), "shape": list(out.temp.shape)}))`
+	out, err := exec.Command("/usr/bin/python3", "-c", script, filepath.Join(m.Dir, "v2")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("xarray append: %v\n%s\nzarrfs log:\n%s", err, out, m.Log())
+	}
+	var r struct {
+		Time  []int
+		Temp  [][]float32
+		Shape []int
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("xarray printed %q: %v", out, err)
+	}
+	if len(r.Time) != 7 || r.Time[4] != 40 || r.Time[6] != 60 || !slices.Equal(r.Shape, []int{7, 3}) || len(r.Temp) != 3 || r.Temp[2][2] != 108 {
+		t.Errorf("xarray reads back %+v after the append", r)
+	}
+	stop(t, m, dir)
+	checkStore(t, dir)
+	for path, shape := range map[string][]int{"time": {7}, "temp": {7, 3}} {
+		if got := o.Zarrita(t, dir, path); got.Error != "" || !slices.Equal(got.Shape, shape) {
+			t.Errorf("zarrita reads %s from the store: %+v, want shape %v", path, got, shape)
+		}
+	}
+	a := storeArray(t, dir, "temp")
+	got, err := a.ReadRegion(ctx, []int{4, 0}, []int{3, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, 0, 36)
+	for i := range 9 {
+		want = binary.LittleEndian.AppendUint32(want, math.Float32bits(float32(100+i)))
+	}
+	if !bytes.Equal(got.Data, want) {
+		t.Errorf("the store holds the appended rows % x, want % x", got.Data, want)
 	}
 }
