@@ -55,7 +55,11 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return fail(stderr, err)
 	}
-	if len(broken) > 0 || unpublished {
+	deleted, err := reportDeleted(ctx, o, fs.Arg(1), stdout)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	if len(broken) > 0 || unpublished || deleted {
 		return 1
 	}
 	return 0

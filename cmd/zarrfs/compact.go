@@ -19,6 +19,9 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return fail(stderr, err)
 	}
 	defer o.store.Close()
+	if _, err := finishDeletes(ctx, o, fs.Arg(1), stdout); err != nil {
+		return fail(stderr, err)
+	}
 	nodes := o.nodes
 	var shards, compacted int
 	var reclaimed int64

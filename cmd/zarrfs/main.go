@@ -21,9 +21,9 @@ Usage:
   zarrfs mount [flags] STORE MOUNTPOINT   mount STORE (foreground; Ctrl-C unmounts)
   zarrfs umount MOUNTPOINT                unmount a zarrfs mount
   zarrfs info [--json] STORE [PATH]       show the hierarchy: shapes, types, shards, codecs, stored chunks
-  zarrfs check STORE [PATH]               verify every shard and report unpublished journals; exit 1 naming each
+  zarrfs check STORE [PATH]               verify every shard, report unpublished journals and deletes cut short; exit 1 naming each
   zarrfs recover STORE                    publish the journals of writers that died into the store
-  zarrfs compact STORE [PATH]             rewrite shards holding dead space densely
+  zarrfs compact STORE [PATH]             rewrite shards holding dead space densely; finish deletes cut short
   zarrfs consolidate STORE                write consolidated metadata, so web servers' readers find every node
   zarrfs demo DIR                         write a sample sharded store to DIR/store
 

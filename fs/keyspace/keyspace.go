@@ -132,8 +132,14 @@ type FS struct {
 	// omeLevels are the levels of OME-Zarr images (findOMELevels).
 	omeLevels map[string][]string
 	mtime     time.Time
-	// meta guards metadata documents, which attribute writes replace.
+	// meta guards metadata documents, which attribute writes replace,
+	// and the array views and nodes of vnodes, which resizes replace.
 	meta sync.RWMutex
+	// structure serializes resizes and deletes.
+	structure sync.Mutex
+	// doomed are the paths of nodes whose metadata document was
+	// unlinked, until rmdir removes them (delete.go); guarded by meta.
+	doomed map[string]bool
 
 	// Reading: what is kept of stored objects, and how they are fetched.
 	cache *cache.Cache // keys: cachekeys.go
@@ -199,6 +205,7 @@ func New(h *zarr.Hierarchy, opts Options) *FS {
 		arrays:    map[string]map[View]*arrayView{},
 		vnodes:    map[View]map[string]*vnode{},
 		temps:     temps{files: map[string]*tempData{}},
+		doomed:    map[string]bool{},
 		notify:    func(Alias) {},
 	}
 	switch {

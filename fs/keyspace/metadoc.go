@@ -19,7 +19,9 @@ import (
 // a v2 .zattrs, or the attributes of a v3 zarr.json that is otherwise
 // exactly the document the view shows.
 func (f *FS) writeDoc(ctx context.Context, vn *vnode, v View, name string, content []byte) error {
-	n := vn.node
+	f.meta.RLock()
+	n, isArray := vn.node, vn.arr != nil
+	f.meta.RUnlock()
 	var attrs json.RawMessage
 	switch {
 	case v == V2 && name == zarr.ZAttrs:
@@ -35,6 +37,8 @@ func (f *FS) writeDoc(ctx context.Context, vn *vnode, v View, name string, conte
 			f.logOnce(ctx, joinPath(n.Path, name), "metadata edit refused", "error", err)
 			return fmt.Errorf("%w: %s: %v", ErrInvalid, joinPath(n.Path, name), err)
 		}
+	case isArray && (v == V2 && name == zarr.ZArray || v == V3 && name == zarr.ZarrJSON):
+		return f.writeArrayDoc(ctx, vn, v, name, content)
 	case v == V3 && name == zarr.ZarrJSON:
 		var err error
 		if attrs, err = f.v3Attributes(vn, content); err != nil {
@@ -215,19 +219,26 @@ func (f *FS) applyAttributes(n *zarr.Node, attrs json.RawMessage) error {
 		}
 		vn.docs = docs
 	}
-	if root := f.vnodes[V2][""]; root != nil && root.arr == nil {
-		zmeta, err := consolidated(root)
-		errs = append(errs, err)
-		// Readers hold the old slice without the lock: replace it.
-		docs := slices.Clone(root.docs)
-		for i := range docs {
-			if docs[i].name == zarr.ZMetadata {
-				docs[i].data = zmeta
-			}
-		}
-		root.docs = docs
-	}
+	errs = append(errs, f.refreshConsolidated())
 	return errors.Join(errs...)
+}
+
+// refreshConsolidated rebuilds the v2 view's .zmetadata; FS.meta is held.
+func (f *FS) refreshConsolidated() error {
+	root := f.vnodes[V2][""]
+	if root == nil || root.arr != nil {
+		return nil
+	}
+	zmeta, err := consolidated(root)
+	// Readers hold the old slice without the lock: replace it.
+	docs := slices.Clone(root.docs)
+	for i := range docs {
+		if docs[i].name == zarr.ZMetadata {
+			docs[i].data = zmeta
+		}
+	}
+	root.docs = docs
+	return err
 }
 
 // nodeDocs returns the metadata documents of a node's directory in a view.

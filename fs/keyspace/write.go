@@ -337,7 +337,10 @@ func (av *arrayView) toStored(b []byte) ([]byte, error) {
 // Only the file: chunk key directories always exist, and a writable
 // mount's listings are not cached.
 func (f *FS) chunkChanged(a *zarr.Array, coords []int, outside bool) {
-	for v, av := range f.arrays[a.Path] {
+	f.meta.RLock()
+	views := f.arrays[a.Path]
+	f.meta.RUnlock()
+	for v, av := range views {
 		file := joinPath(a.Path, av.keys.Key(coords))
 		f.notify(Alias{View: v, Dir: parentOf(file), Name: path.Base(file), Outside: outside})
 	}
@@ -355,7 +358,7 @@ func parentOf(p string) string {
 func (d *Dir) chunkAt(name string) (av *arrayView, coords []int, ok bool) {
 	av = d.arr
 	if d.node != nil {
-		av = d.node.arr
+		av = d.fs.arrayOf(d.node)
 	}
 	if av == nil {
 		return nil, nil, false
@@ -386,7 +389,7 @@ func (d *Dir) chunkAt(name string) (av *arrayView, coords []int, ok bool) {
 func (d *Dir) misplacedChunk(name string) error {
 	av := d.arr
 	if d.node != nil {
-		av = d.node.arr
+		av = d.fs.arrayOf(d.node)
 	}
 	if av == nil || len(av.grid) == 0 {
 		return nil
@@ -467,7 +470,15 @@ func (d *Dir) Unlink(ctx context.Context, name string) error {
 	if d.fs.temps.remove(d.view, p) {
 		return nil
 	}
+	if d.node != nil {
+		if ok, err := d.unlinkDoc(ctx, name); ok {
+			return err
+		}
+	}
 	av, coords, ok := d.chunkAt(name)
+	if ok && d.fs.isDoomed(av.path) {
+		return nil // rmdir of the array's directory deletes its shards
+	}
 	if !ok {
 		if _, err := d.Lookup(ctx, name); err != nil {
 			return err
@@ -560,16 +571,22 @@ func (d *Dir) Mkdir(ctx context.Context, name string) error {
 	return d.refuseStructure(ctx, name)
 }
 
-// Rmdir refuses: groups and arrays are not removed through the mount
-// (unlinking chunk files empties them).
+// Rmdir removes the directory of a group or array whose metadata
+// document was unlinked (delete.go), or a chunk key directory emptied.
 func (d *Dir) Rmdir(ctx context.Context, name string) error {
 	if !d.fs.Writable() {
 		return ErrReadOnly
 	}
-	if _, err := d.Lookup(ctx, name); err != nil {
+	e, err := d.Lookup(ctx, name)
+	switch {
+	case err != nil:
 		return err
+	case e.Dir == nil:
+		return fmt.Errorf("%w: %s is not a directory", ErrInvalid, joinPath(d.path, name))
+	case e.Dir.node != nil:
+		return d.removeNode(ctx, name, e.Dir.node)
 	}
-	return d.refuseStructure(ctx, name)
+	return d.rmdirKeys(ctx, name, e.Dir)
 }
 
 func (d *Dir) refuseStructure(ctx context.Context, name string) error {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -374,8 +375,9 @@ func TestAttributeWrites(t *testing.T) {
 	if err := commit(v3, "zarr.json", structural); !errors.Is(err, keyspace.ErrPermission) && !errors.Is(err, keyspace.ErrInvalid) {
 		t.Fatalf("a shape edit through zarr.json: %v, want ErrPermission", err)
 	}
-	if _, err := lookupFile(t, v2, ".zarray").OpenWrite(ctx, true); !errors.Is(err, keyspace.ErrPermission) {
-		t.Fatalf("opening .zarray for writing: %v, want ErrPermission", err)
+	zarray := string(readFile(t, v2, ".zarray"))
+	if err := commit(v2, ".zarray", strings.Replace(zarray, `"order": "C"`, `"order": "F"`, 1)); !errors.Is(err, keyspace.ErrPermission) {
+		t.Fatalf("an order edit through .zarray: %v, want ErrPermission", err)
 	}
 	if err := commit(v2, ".zattrs", `[1, 2]`); !errors.Is(err, keyspace.ErrInvalid) {
 		t.Fatalf("a .zattrs that is not an object: %v, want ErrInvalid", err)
@@ -518,25 +520,55 @@ func TestMisplacedChunkNames(t *testing.T) {
 	}
 }
 
-// TestRmdirRefused: groups and arrays are not removed through a view;
-// a missing name is ErrNotFound.
-func TestRmdirRefused(t *testing.T) {
+// TestRmdirNotEmpty: rmdir of an array directory whose metadata document
+// is still there, or of a chunk directory holding chunks, is refused as
+// for any directory that is not empty (ErrExists: EEXIST), changing
+// nothing; a missing name is ErrNotFound. Once the array's zarr.json is
+// unlinked, its metadata is gone from the store and rmdir deletes its
+// shards.
+func TestRmdirNotEmpty(t *testing.T) {
 	f, _, dir := writableFS(t)
 	ctx := context.Background()
 	before := snapshot(t, dir)
 	for _, v := range []keyspace.View{keyspace.V2, keyspace.V3} {
-		if err := f.Root(v).Rmdir(ctx, "uint16_zstd_end"); !errors.Is(err, keyspace.ErrPermission) {
-			t.Errorf("rmdir of an array in %v: %v, want ErrPermission", v, err)
+		if err := f.Root(v).Rmdir(ctx, "uint16_zstd_end"); !errors.Is(err, keyspace.ErrExists) {
+			t.Errorf("rmdir of an array in %v: %v, want ErrExists", v, err)
 		}
 		if err := f.Root(v).Rmdir(ctx, "missing"); !errors.Is(err, keyspace.ErrNotFound) {
 			t.Errorf("rmdir of a missing name in %v: %v, want ErrNotFound", v, err)
 		}
 	}
-	if err := lookupDir(t, f.Root(keyspace.V3), "uint16_zstd_end").Rmdir(ctx, "c"); !errors.Is(err, keyspace.ErrPermission) {
-		t.Errorf("rmdir of a chunk directory: %v, want ErrPermission", err)
+	arr := lookupDir(t, f.Root(keyspace.V3), "uint16_zstd_end")
+	if err := arr.Rmdir(ctx, "c"); !errors.Is(err, keyspace.ErrExists) {
+		t.Errorf("rmdir of a chunk directory: %v, want ErrExists", err)
 	}
 	if after := snapshot(t, dir); !maps(before, after) {
 		t.Fatal("a refused rmdir changed the store")
+	}
+	if err := arr.Unlink(ctx, "zarr.json"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "uint16_zstd_end", "zarr.json")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the array's zarr.json is still in the store after its unlink (%v)", err)
+	}
+	if err := arr.Rmdir(ctx, "c"); err != nil {
+		t.Errorf("rmdir of the chunk directory of a deleted array: %v", err)
+	}
+	if err := f.Root(keyspace.V2).Rmdir(ctx, "uint16_zstd_end"); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	filepath.WalkDir(filepath.Join(dir, "uint16_zstd_end"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			left = append(left, p)
+		}
+		return nil
+	})
+	if len(left) > 0 {
+		t.Errorf("left of the deleted array in the store: %v", left)
+	}
+	if _, err := f.Root(keyspace.V3).Lookup(ctx, "uint16_zstd_end"); !errors.Is(err, keyspace.ErrNotFound) {
+		t.Errorf("the deleted array still shows in the v3 view: %v", err)
 	}
 }
 

@@ -423,3 +423,20 @@ type dirFile struct {
 }
 
 func (f *dirFile) Info() Info { return f.info }
+
+// Linked reports whether a directory on the way to key is a symbolic
+// link, so that the value at key lives elsewhere in the store: deleting it
+// as key would delete what another key names.
+func (d *Dir) Linked(key string) (bool, error) {
+	parts := strings.Split(key, "/")
+	for i := 1; i < len(parts); i++ {
+		fi, err := d.root.Lstat(strings.Join(parts[:i], "/"))
+		if err != nil {
+			return false, mapErr(key, err)
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}

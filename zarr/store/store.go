@@ -294,3 +294,12 @@ func Join(parts ...string) string {
 	}
 	return b.String()
 }
+
+// Linked reports whether a directory on the way to key is a symbolic link
+// (Dir.Linked); stores without links have none.
+func Linked(s Store, key string) (bool, error) {
+	if l, ok := s.(interface{ Linked(string) (bool, error) }); ok {
+		return l.Linked(key)
+	}
+	return false, nil
+}

@@ -1,0 +1,218 @@
+package integration_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/zarrfs/zarrfs/integration"
+	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/store/s3store/s3test"
+	"github.com/zarrfs/zarrfs/zarr/zarrtest"
+)
+
+// deleteStore returns a new v3 store with a root group, the arrays victim
+// and keep (the resize layout, by zarrfs's own writer) and a group grp
+// (with attributes) holding the array grp/inner.
+func deleteStore(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	s := zarrtest.OpenStore(t, dir)
+	ctx := context.Background()
+	if err := zarr.CreateGroup(ctx, s, "", 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := zarr.CreateGroup(ctx, s, "grp", 3, json.RawMessage(`{"purpose":"deleted"}`)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	var layouts []writeLayout
+	for _, p := range []string{"victim", "keep", "grp/inner"} {
+		l := resizeLayout
+		l.path = p
+		layouts = append(layouts, l)
+	}
+	addLayouts(t, dir, layouts)
+	return dir
+}
+
+// storeKeys lists the files of the store at dir below prefix (symbolic
+// links as themselves), without zarrfs's state.
+func storeKeys(t *testing.T, dir, prefix string) []string {
+	t.Helper()
+	var keys []string
+	filepath.WalkDir(filepath.Join(dir, prefix), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(dir, p)
+			keys = append(keys, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	return keys
+}
+
+// TestDeleteThroughMount: `rm -r` of an array in the v3 view and
+// zarr-python 2's `del group[name]` (shutil.rmtree) of a group in the v2
+// view delete them from the store: the metadata, every shard, the
+// tombstone; nothing else. A symbolic link the victim's directory holds
+// into another array's shards (a planted link in a local store) is
+// followed by no delete: the other array keeps every byte. Both views
+// stop showing the deleted nodes at once, and after unmounting zarrita
+// reads the store without them and `zarrfs check` passes.
+func TestDeleteThroughMount(t *testing.T) {
+	zarrtest.RequirePython(t, "zarr")
+	o := zarrtest.NewOracle(t)
+	dir := deleteStore(t)
+	// victim's second row of shards is a link to keep's.
+	if err := os.RemoveAll(filepath.Join(dir, "victim", "c", "1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("..", "..", "keep", "c", "1"), filepath.Join(dir, "victim", "c", "1")); err != nil {
+		t.Fatal(err)
+	}
+	keepBefore := storeFiles(t, filepath.Join(dir, "keep"))
+	keepDigest := o.Zarrita(t, dir, "keep").SHA256
+	m := mount(t, dir)
+	deleteVictimAndGroup(t, m, "['keep']")
+	stop(t, m, dir)
+	checkStore(t, dir)
+
+	if left := storeKeys(t, dir, "victim"); len(left) != 1 || left[0] != "victim/c/1" {
+		t.Errorf("left of victim in the store: %v, want only the planted link victim/c/1", left)
+	}
+	if left := storeKeys(t, dir, "grp"); len(left) != 0 {
+		t.Errorf("left of grp in the store: %v", left)
+	}
+	requireSameFiles(t, keepBefore, storeFiles(t, filepath.Join(dir, "keep")))
+	all := o.ZarritaAll(t, dir)
+	if len(all) != 1 || all["keep"].SHA256 != keepDigest {
+		t.Errorf("zarrita reads %+v from the store; want only keep with digest %s", all, keepDigest)
+	}
+}
+
+// deleteVictimAndGroup removes victim with `rm -r` in m's v3 view and grp
+// with zarr-python 2's `del group["grp"]` in its v2 view, and checks that
+// both views stop showing them at once; rest is what zarr-python then
+// lists in the root group.
+func deleteVictimAndGroup(t *testing.T, m *integration.Mount, rest string) {
+	t.Helper()
+	if out, err := exec.Command("rm", "-r", filepath.Join(m.Dir, "v3", "victim")).CombinedOutput(); err != nil {
+		t.Fatalf("rm -r v3/victim: %v\n%s\n%s", err, out, m.Log())
+	}
+	script := `import sys, zarr
+g = zarr.open_group(sys.argv[1], mode="r+")
+del g["grp"]
+print(sorted(g.keys()))`
+	out, err := exec.Command("/usr/bin/python3", "-c", script, filepath.Join(m.Dir, "v2")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("zarr-python del group['grp']: %v\n%s\n%s", err, out, m.Log())
+	}
+	if got := strings.TrimSpace(string(out)); got != rest {
+		t.Errorf("zarr-python lists %s after the deletes, want %s", got, rest)
+	}
+	for _, p := range []string{"v2/victim", "v3/victim", "v2/grp", "v3/grp", "v3/grp/inner"} {
+		if _, err := os.Stat(filepath.Join(m.Dir, p)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s still shows after the delete (%v)", p, err)
+		}
+	}
+	zmeta, err := os.ReadFile(filepath.Join(m.Dir, "v2", zarr.ZMetadata))
+	if err != nil || strings.Contains(string(zmeta), "victim") || strings.Contains(string(zmeta), "grp") {
+		t.Errorf(".zmetadata after the deletes (%v):\n%s", err, zmeta)
+	}
+}
+
+// TestDeleteCutShort: a delete cut short between its metadata and its
+// shards (simulated in the store: the metadata step alone) leaves shards
+// that `zarrfs check` names and `zarrfs compact` removes, with the
+// tombstone. A forged tombstone beside a live array, and one beside files
+// that are no shards, delete nothing of them.
+func TestDeleteCutShort(t *testing.T) {
+	dir := deleteStore(t)
+	ctx := context.Background()
+	s := zarrtest.OpenStore(t, dir)
+	h, err := zarr.Open(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := h.Node("victim"); !ok || zarr.DeleteArrayMetadata(ctx, n.Array) != nil {
+		t.Fatalf("deleting victim's metadata: %v", n)
+	}
+	s.Close()
+	meta, err := os.ReadFile(filepath.Join(dir, "keep", zarr.ZarrJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"keep/zarr.json.deleted", "junk/zarr.json.deleted"} {
+		os.MkdirAll(filepath.Join(dir, filepath.Dir(p)), 0o755)
+		if err := os.WriteFile(filepath.Join(dir, p), meta, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.MkdirAll(filepath.Join(dir, "junk", "c", "0"), 0o755)
+	if err := os.WriteFile(filepath.Join(dir, "junk", "c", "0", "0"), []byte("not a shard"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	keepBefore := storeFiles(t, filepath.Join(dir, "keep"))
+	out, err := exec.Command(zarrfsBin, "check", dir).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "DELETED /victim") || !strings.Contains(string(out), "victim/c/1/0") ||
+		strings.Contains(string(out), "DELETED /keep") || !strings.Contains(string(out), "TOMBSTONE keep/zarr.json.deleted") {
+		t.Errorf("zarrfs check after a delete cut short: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(zarrfsBin, "compact", dir).CombinedOutput(); err != nil {
+		t.Fatalf("zarrfs compact: %v\n%s", err, out)
+	}
+	if left := storeKeys(t, dir, "victim"); len(left) != 0 {
+		t.Errorf("left of victim after compact: %v", left)
+	}
+	if left := storeKeys(t, dir, "junk"); len(left) != 1 || left[0] != "junk/c/0/0" {
+		t.Errorf("left of junk after compact: %v, want junk/c/0/0 (no shard: not zarrfs's to delete)", left)
+	}
+	after := storeFiles(t, filepath.Join(dir, "keep"))
+	delete(keepBefore, "zarr.json.deleted") // the forged tombstone goes
+	requireSameFiles(t, keepBefore, after)
+	checkStore(t, dir)
+}
+
+// TestS3ResizeAndDelete: the resizes of TestZarrPythonResize and the
+// deletes of TestDeleteThroughMount through a read-write s3:// mount
+// (versitygw): after unmounting, `zarrfs check s3://…` passes, and the
+// bucket, downloaded with an independent client and read by zarrita, holds
+// the resized array as zarr-python wrote its copy, without the deleted
+// nodes' objects, and the other array unchanged.
+func TestS3ResizeAndDelete(t *testing.T) {
+	zarrtest.RequirePython(t, "zarr")
+	o := zarrtest.NewOracle(t)
+	srv := s3test.Start(t)
+	srv.Bucket(t, "zarr")
+	dir := deleteStore(t)
+	addLayouts(t, dir, []writeLayout{resizeLayout})
+	keepDigest := o.Zarrita(t, dir, "keep").SHA256
+	srv.Upload(t, dir, "zarr", "rd")
+	useS3(t, srv, srv.Endpoint)
+	m := mount(t, "s3://zarr/rd", "--s3-path-style", "--journal-dir", t.TempDir())
+	copies := zarrPythonResize(t, m)
+	deleteVictimAndGroup(t, m, "['keep', 'resizable']")
+	if err := m.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(zarrfsBin, "check", "--s3-path-style", "s3://zarr/rd").CombinedOutput(); err != nil {
+		t.Errorf("zarrfs check s3://zarr/rd: %v\n%s", err, out)
+	}
+	got := t.TempDir()
+	srv.Download(t, "zarr", "rd", got)
+	checkResized(t, o, got, copies)
+	for _, p := range []string{"victim", "grp"} {
+		if left := storeKeys(t, got, p); len(left) != 0 {
+			t.Errorf("left of %s in the bucket: %v", p, left)
+		}
+	}
+	if all := o.ZarritaAll(t, got); len(all) != 2 || all["keep"].SHA256 != keepDigest {
+		t.Errorf("zarrita reads %+v from the bucket; want keep (digest %s) and resizable", all, keepDigest)
+	}
+}

@@ -1,0 +1,197 @@
+package zarr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"strings"
+
+	"github.com/zarrfs/zarrfs/zarr/meta"
+	"github.com/zarrfs/zarrfs/zarr/store"
+)
+
+// A deleted array's metadata document is kept under its name plus
+// TombstoneSuffix while its chunks are deleted: a delete cut short (a
+// crash) leaves chunks only beside their tombstone, which proves which
+// keys they are and lets `zarrfs compact` finish the delete.
+const TombstoneSuffix = ".deleted"
+
+// DeleteArrayMetadata is the first step of deleting an array: it stores
+// the tombstone, then deletes the metadata documents, after which readers
+// no longer see the array. DeleteArrayChunks finishes the delete.
+func DeleteArrayMetadata(ctx context.Context, a *Array) error {
+	docs := []string{ZarrJSON}
+	if a.Format == 2 {
+		docs = []string{ZArray, ZAttrs}
+	}
+	key := store.Join(a.Path, docs[0])
+	b, err := store.ReadAll(ctx, a.store, key)
+	if err != nil {
+		return err
+	}
+	if err := store.Write(ctx, a.store, key+TombstoneSuffix, b); err != nil {
+		return err
+	}
+	for _, d := range docs {
+		if err := a.store.Delete(ctx, store.Join(a.Path, d), store.Cond{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DeleteGroupMetadata deletes a group's metadata documents.
+func DeleteGroupMetadata(ctx context.Context, s store.Store, path string, format int) error {
+	docs := []string{ZarrJSON}
+	if format == 2 {
+		docs = []string{ZGroup, ZAttrs}
+	}
+	for _, d := range docs {
+		if err := s.Delete(ctx, store.Join(path, d), store.Cond{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Deleted is an array whose metadata was deleted, found by its tombstone.
+type Deleted struct {
+	// Tombstone is the key of the tombstone.
+	Tombstone string
+	// Array is the deleted array as its tombstone describes it.
+	Array *Array
+	// Live: the array's metadata is back (an array was created at the
+	// same path since), so its chunks are not the deleted array's and
+	// nothing of it may be deleted but the tombstone.
+	Live bool
+}
+
+// FindDeleted yields the deleted arrays whose tombstones are in the store
+// below prefix.
+func FindDeleted(ctx context.Context, s store.Store, prefix string) iter.Seq2[Deleted, error] {
+	return func(yield func(Deleted, error) bool) {
+		for key, err := range s.List(ctx, prefix) {
+			if err != nil {
+				yield(Deleted{}, err)
+				return
+			}
+			d, ok, err := openTombstone(ctx, s, key)
+			if (ok || err != nil) && !yield(d, err) {
+				return
+			}
+		}
+	}
+}
+
+// openTombstone opens the tombstone at key; ok is false if key is none.
+func openTombstone(ctx context.Context, s store.Store, key string) (Deleted, bool, error) {
+	doc, isTombstone := strings.CutSuffix(key, TombstoneSuffix)
+	name := doc[strings.LastIndex(doc, "/")+1:]
+	if !isTombstone || name != ZarrJSON && name != ZArray {
+		return Deleted{}, false, nil
+	}
+	path := strings.TrimSuffix(strings.TrimSuffix(doc, name), "/")
+	d := Deleted{Tombstone: key}
+	b, err := store.ReadAll(ctx, s, key)
+	if err != nil {
+		return d, true, err
+	}
+	if name == ZarrJSON {
+		node, err := meta.ParseV3(b)
+		m, isArray := node.(*meta.ArrayV3)
+		if err != nil || !isArray {
+			return d, true, fmt.Errorf("%s: not the metadata of an array: %v", key, err)
+		}
+		d.Array, err = openArrayV3(s, path, m)
+		if err != nil {
+			return d, true, fmt.Errorf("%s: %w", key, err)
+		}
+	} else {
+		m, err := meta.ParseZarray(b)
+		if err != nil {
+			return d, true, fmt.Errorf("%s: %w", key, err)
+		}
+		if d.Array, err = openArrayV2(s, path, m); err != nil {
+			return d, true, fmt.Errorf("%s: %w", key, err)
+		}
+	}
+	_, err = s.Stat(ctx, doc)
+	switch {
+	case err == nil:
+		d.Live = true
+	case !errors.Is(err, store.ErrNotFound):
+		return d, true, err
+	}
+	return d, true, nil
+}
+
+// Chunks yields the keys of the deleted array's chunks (shards) that are
+// still stored: keys of its chunk grid whose content proves it (a shard
+// index that decodes, checksum included, or a chunk that decodes) and
+// that no symbolic link leads to from elsewhere in a local store. Other
+// keys below the array are never its chunks.
+func (d Deleted) Chunks(ctx context.Context) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		if d.Live {
+			return
+		}
+		a := d.Array
+		prefix := a.Path
+		if prefix != "" {
+			prefix += "/"
+		}
+		for key, err := range a.store.List(ctx, prefix) {
+			if err != nil {
+				yield("", err)
+				return
+			}
+			coords, ok := a.ParseChunkKey(strings.TrimPrefix(key, prefix))
+			if !ok {
+				continue
+			}
+			if linked, err := store.Linked(a.store, key); err != nil || linked {
+				continue
+			}
+			if r := a.InspectChunk(ctx, coords, a.shard == nil); r.Err != nil {
+				continue
+			}
+			if !yield(key, nil) {
+				return
+			}
+		}
+	}
+}
+
+// Finish deletes the deleted array's chunks and then its tombstone (only
+// the tombstone if the array is live again). It returns the keys deleted.
+func (d Deleted) Finish(ctx context.Context) ([]string, error) {
+	var keys []string
+	for key, err := range d.Chunks(ctx) {
+		if err != nil {
+			return keys, err
+		}
+		keys = append(keys, key)
+	}
+	for _, key := range keys {
+		if err := d.Array.store.Delete(ctx, key, store.Cond{}); err != nil {
+			return keys, err
+		}
+	}
+	return keys, d.Array.store.Delete(ctx, d.Tombstone, store.Cond{})
+}
+
+// DeleteArrayChunks finishes the delete of the array at path after
+// DeleteArrayMetadata: its chunks, then its tombstone.
+func DeleteArrayChunks(ctx context.Context, s store.Store, path string, format int) error {
+	key := store.Join(path, ZarrJSON+TombstoneSuffix)
+	if format == 2 {
+		key = store.Join(path, ZArray+TombstoneSuffix)
+	}
+	d, _, err := openTombstone(ctx, s, key)
+	if err != nil {
+		return err
+	}
+	_, err = d.Finish(ctx)
+	return err
+}
