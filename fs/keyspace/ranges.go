@@ -36,8 +36,12 @@ const (
 	// shard's share of them shows how densely it is read: counted in reads,
 	// not time, so that a fast random reader is never taken for a dense one.
 	recentReads = 16
-	// denseReads of the last recentReads touching one shard make it dense.
+	// denseReads of the last recentReads touching one shard make it dense,
+	// as does a run of denseRun chunks read next to each other in it (the
+	// readers of an array of several dimensions, reading in key order,
+	// visit many shards in turn).
 	denseReads = 8
+	denseRun   = 8
 )
 
 // storedRange is where one chunk's bytes lie in its shard.
@@ -91,9 +95,43 @@ func (r *recent) countLocked(key string) int {
 // touched records a reader's read of the chunk at loc, from a store read
 // by ranges; a shard it makes dense is fetched ahead.
 func (av *arrayView) touched(loc location) {
-	if av.recent.touch(loc) >= denseReads {
+	recent := av.recent.touch(loc)
+	run := 0
+	if s := av.shardState(loc); s != nil {
+		run = s.touch(loc.off)
+	}
+	if recent >= denseReads || run >= denseRun {
 		av.fs.readAhead.fetchShard(av, loc)
 	}
+}
+
+// wanted is how many chunks a miss of the chunk at loc fetches: one for a
+// shard read once in a while, and twice what the readers proved they read,
+// either as a share of the array's recent reads or as a run of chunks read
+// next to it (whichever is more).
+func (av *arrayView) wanted(loc location) int {
+	want := 1
+	if c := av.recent.count(loc.key); c > 2 {
+		want = 1 << min(c-2, 20)
+	}
+	if s := av.shardState(loc); s != nil {
+		want = max(want, 2*s.runAround(loc.off))
+	}
+	return want
+}
+
+// shardState is the cached state of loc's shard when it is of loc's
+// generation and has an index; nil otherwise.
+func (av *arrayView) shardState(loc location) *objectState {
+	v, ok := av.fs.cache.Peek(objectKey(loc.key))
+	if !ok {
+		return nil
+	}
+	s := v.(*objectState)
+	if s.index == nil || s.info.Generation != loc.gen {
+		return nil
+	}
+	return s
 }
 
 // denseCached reports whether the chunk at view coordinates is in a dense
@@ -113,16 +151,6 @@ func (av *arrayView) denseCached(coords []int) bool {
 	}
 	off, _, ok := s.index.Chunk(local)
 	return ok && av.fs.cache.Contains(chunkRangeKey(location{key: key, gen: s.info.Generation, off: off}))
-}
-
-// spanChunks is how many chunks a miss of a shard that count of the last
-// reads touched fetches: one for a shard read once in a while, doubling
-// with each further read.
-func spanChunks(count int) int {
-	if count <= 2 {
-		return 1
-	}
-	return 1 << min(count-2, 20)
 }
 
 // readRange returns a chunk's stored bytes from a store read by ranges,
@@ -155,7 +183,7 @@ func (av *arrayView) readRange(ctx context.Context, loc location) ([]byte, error
 				}
 				continue // it failed (its readers left): claim it again
 			}
-			if sp := av.claim(loc, spanChunks(av.recent.count(loc.key))); sp != nil {
+			if sp := av.claim(loc, av.wanted(loc)); sp != nil {
 				b, err := av.fetchSpan(ctx, loc, sp)
 				return b, int64(len(b)), err
 			}
@@ -294,12 +322,8 @@ func (av *arrayView) fetchRange(ctx context.Context, loc location, span storedRa
 // alone.
 func (av *arrayView) following(loc location, want int) []storedRange {
 	alone := []storedRange{{loc.off, loc.n}}
-	v, ok := av.fs.cache.Peek(objectKey(loc.key))
-	if !ok {
-		return alone
-	}
-	s := v.(*objectState)
-	if s.index == nil || s.info.Generation != loc.gen {
+	s := av.shardState(loc)
+	if s == nil {
 		return alone
 	}
 	stored := s.sorted()
@@ -333,6 +357,57 @@ func (s *objectState) sorted() []storedRange {
 	})
 	return s.byOffset
 }
+
+// position is the place of the chunk stored at off among the shard's
+// stored chunks in offset order; false when none is stored there.
+func (s *objectState) position(off int64) (int, bool) {
+	return slices.BinarySearchFunc(s.sorted(), off, func(r storedRange, off int64) int { return cmp.Compare(r.off, off) })
+}
+
+// touch marks the chunk stored at off as read and returns runAround.
+func (s *objectState) touch(off int64) int {
+	p, ok := s.position(off)
+	if !ok {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.touched == nil {
+		s.touched = make([]bool, len(s.sorted()))
+	}
+	s.touched[p] = true
+	return s.runAroundLocked(p)
+}
+
+// runAround is how many chunks stored right before the chunk at off, or
+// right after it, were read: the longer run.
+func (s *objectState) runAround(off int64) int {
+	p, ok := s.position(off)
+	if !ok {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.runAroundLocked(p)
+}
+
+func (s *objectState) runAroundLocked(p int) int {
+	if s.touched == nil {
+		return 0
+	}
+	before, after := 0, 0
+	for i := p - 1; i >= 0 && s.touched[i] && before < maxRun; i-- {
+		before++
+	}
+	for i := p + 1; i < len(s.touched) && s.touched[i] && after < maxRun; i++ {
+		after++
+	}
+	return max(before, after)
+}
+
+// maxRun bounds the runs runAround counts: a span ends at coalesceMax
+// long before, whatever the chunks' size.
+const maxRun = 1 << 12
 
 // allChunks asks for every chunk of a span.
 const allChunks = math.MaxInt

@@ -35,13 +35,16 @@ type objectState struct {
 	// byOffset are the index's stored chunks in offset order (sorted).
 	byOffset []storedRange
 	sortOnce sync.Once
+	// touched marks the chunks of byOffset that readers read (touch).
+	mu      sync.Mutex
+	touched []bool
 }
 
 // size estimates the memory an objectState holds, for the cache's bound.
 func (s *objectState) size() int64 {
 	n := int64(128 + len(s.key) + len(s.info.Generation))
 	if s.index != nil {
-		n += int64(32 * s.index.Len()) // and byOffset
+		n += int64(33 * s.index.Len()) // and byOffset, touched
 	}
 	return n
 }
