@@ -164,8 +164,7 @@ func (av *arrayView) readRange(ctx context.Context, loc location) ([]byte, error
 	// Other readers of the chunk wait for this load: each leaves when its
 	// request is interrupted, and the fetch stops when all have.
 	v, err := f.cache.GetOrLoad(ctx, key, func(ctx context.Context) (any, int64, error) {
-		dc := f.opts.DiskCache
-		if dc != nil {
+		if dc := f.opts.DiskCache; dc != nil {
 			if b, ok := dc.Get(diskRangeKey(f.store, loc.key, loc.gen, loc.off, loc.n)); ok && int64(len(b)) == loc.n {
 				return b, int64(len(b)), nil
 			}
@@ -196,6 +195,21 @@ func (av *arrayView) readRange(ctx context.Context, loc location) ([]byte, error
 		return nil, err
 	}
 	return v.([]byte), nil
+}
+
+// fromDisk brings the chunk at loc from the disk cache to memory, and
+// reports whether it did.
+func (av *arrayView) fromDisk(loc location) bool {
+	dc := av.fs.opts.DiskCache
+	if dc == nil {
+		return false
+	}
+	b, ok := dc.Get(diskRangeKey(av.fs.store, loc.key, loc.gen, loc.off, loc.n))
+	if !ok || int64(len(b)) != loc.n {
+		return false
+	}
+	av.fs.cache.Add(chunkRangeKey(loc), b, loc.n)
+	return true
 }
 
 // span is one ranged read of a shard: the chunks it fetches, in offset

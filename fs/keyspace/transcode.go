@@ -322,7 +322,7 @@ func (r *readAhead) fetchChunk(ctx context.Context, av *arrayView, coords []int,
 	if err != nil || !ok || loc.data != nil || av.fs.cache.Contains(chunkRangeKey(loc)) {
 		return true, true
 	}
-	if _, held := av.fs.fetching.Load(chunkRangeKey(loc)); held {
+	if _, held := av.fs.fetching.Load(chunkRangeKey(loc)); held || av.fromDisk(loc) {
 		return true, true
 	}
 	select {
@@ -386,18 +386,11 @@ func (r *readAhead) fetchShard(av *arrayView, loc location) {
 		if s.index == nil || s.info.Generation != loc.gen {
 			return
 		}
-		dc := av.fs.opts.DiskCache
 		for _, c := range s.sorted() {
 			l := location{key: loc.key, gen: loc.gen, off: c.off, n: c.n}
 			k := chunkRangeKey(l)
-			if _, held := av.fs.fetching.Load(k); held || av.fs.cache.Contains(k) || av.source.CheckEncodedSize(c.n) != nil {
+			if _, held := av.fs.fetching.Load(k); held || av.fs.cache.Contains(k) || av.source.CheckEncodedSize(c.n) != nil || av.fromDisk(l) {
 				continue
-			}
-			if dc != nil {
-				if b, ok := dc.Get(diskRangeKey(av.fs.store, l.key, l.gen, l.off, l.n)); ok && int64(len(b)) == l.n {
-					av.fs.cache.Add(k, b, l.n)
-					continue
-				}
 			}
 			select {
 			case r.fetches <- struct{}{}:
