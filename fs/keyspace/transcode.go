@@ -366,7 +366,7 @@ func (r *readAhead) fetchSpan(av *arrayView, loc location) {
 }
 
 // fetchShard fetches, ahead of its readers, the chunks of a dense shard
-// (see recent) neither cached nor being fetched: spans of up to
+// (see touched) neither cached nor being fetched: spans of up to
 // coalesceMax, as many at once as remoteFetchesAhead allows, by one walk
 // per shard at a time. Chunks in the disk cache are brought to memory.
 func (r *readAhead) fetchShard(av *arrayView, loc location) {
@@ -386,7 +386,16 @@ func (r *readAhead) fetchShard(av *arrayView, loc location) {
 		if s.index == nil || s.info.Generation != loc.gen {
 			return
 		}
-		for _, c := range s.sorted() {
+		// From the chunk read on, round to those before it, as far as a
+		// quarter of the cache holds: what is fetched must stay cached
+		// until read.
+		stored := s.sorted()
+		p, _ := s.position(loc.off)
+		budget := av.fs.opts.CacheBytes / 4
+		for _, c := range slices.Concat(stored[p:], stored[:p]) {
+			if budget -= c.n; budget < 0 {
+				return
+			}
 			l := location{key: loc.key, gen: loc.gen, off: c.off, n: c.n}
 			k := chunkRangeKey(l)
 			if _, held := av.fs.fetching.Load(k); held || av.fs.cache.Contains(k) || av.source.CheckEncodedSize(c.n) != nil || av.fromDisk(l) {
