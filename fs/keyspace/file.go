@@ -208,7 +208,7 @@ func (f *Chunk) Open(ctx context.Context) (*Handle, error) { return f.open(ctx, 
 
 // Upcoming reports whether the file is the chunk that a reader reading
 // its array's chunks in key order reads next, or a chunk of a shard read
-// densely (see recent) that is cached: its content is then worth handing
+// densely (see arrayView.touched) that is cached: its content is then worth handing
 // to the kernel before the reader asks for it. Chunks of arrays read in
 // no order are not, so that listing or stat-ing a chunk directory reads
 // no chunk.

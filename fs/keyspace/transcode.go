@@ -352,7 +352,10 @@ func (r *readAhead) fetch(load func()) bool {
 // fetchSpan fetches in the background the span from loc, as far as
 // coalesceMax reaches, holding a token of r.fetches the caller took.
 func (r *readAhead) fetchSpan(av *arrayView, loc location) {
-	sp := av.claim(loc, allChunks)
+	var sp *span
+	if av.source.CheckEncodedSize(loc.n) == nil { // the reader says what is wrong
+		sp = av.claim(loc, allChunks)
+	}
 	if sp == nil {
 		<-r.fetches
 		return
@@ -378,12 +381,8 @@ func (r *readAhead) fetchShard(av *arrayView, loc location) {
 	}
 	r.work.Go(func() {
 		defer r.shards.Delete(loc.key)
-		v, ok := av.fs.cache.Peek(objectKey(loc.key))
-		if !ok {
-			return
-		}
-		s := v.(*objectState)
-		if s.index == nil || s.info.Generation != loc.gen {
+		s := av.shardState(loc)
+		if s == nil {
 			return
 		}
 		// From the chunk read on, round to those before it, as far as a
@@ -398,7 +397,7 @@ func (r *readAhead) fetchShard(av *arrayView, loc location) {
 			}
 			l := location{key: loc.key, gen: loc.gen, off: c.off, n: c.n}
 			k := chunkRangeKey(l)
-			if _, held := av.fs.fetching.Load(k); held || av.fs.cache.Contains(k) || av.source.CheckEncodedSize(c.n) != nil || av.fromDisk(l) {
+			if _, held := av.fs.fetching.Load(k); held || av.fs.cache.Contains(k) || av.fromDisk(l) {
 				continue
 			}
 			select {
