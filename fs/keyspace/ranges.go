@@ -170,17 +170,18 @@ func (av *arrayView) readRange(ctx context.Context, loc location) ([]byte, error
 			}
 		}
 		for range 3 {
-			// A fetch under way holds the chunk: wait for it.
+			// Cached by a fetch that ended since this load began, or held
+			// by one under way: wait for it.
+			if b, ok := f.cache.Peek(key); ok {
+				return b, int64(len(b.([]byte))), nil
+			}
 			if v, ok := f.fetching.Load(key); ok {
 				select {
 				case <-v.(*span).done:
 				case <-ctx.Done():
 					return nil, 0, ctx.Err()
 				}
-				if b, ok := f.cache.Peek(key); ok {
-					return b, int64(len(b.([]byte))), nil
-				}
-				continue // it failed (its readers left): claim it again
+				continue // cached, or it failed (its readers left): claim it
 			}
 			if sp := av.claim(loc, av.wanted(loc)); sp != nil {
 				b, err := av.fetchSpan(ctx, loc, sp)
@@ -188,6 +189,9 @@ func (av *arrayView) readRange(ctx context.Context, loc location) ([]byte, error
 			}
 		}
 		// The fetches holding it keep failing: fetch it alone, unclaimed.
+		if b, ok := f.cache.Peek(key); ok {
+			return b, int64(len(b.([]byte))), nil
+		}
 		b, err := av.fetchSpan(ctx, loc, &span{chunks: []storedRange{{loc.off, loc.n}}})
 		return b, int64(len(b)), err
 	})
@@ -227,16 +231,18 @@ func (sp *span) byteRange() storedRange {
 
 // claim claims for one fetch the chunk at loc and up to want-1 chunks
 // stored after it that are neither cached nor claimed; nil when the chunk
-// at loc is claimed already.
+// at loc is cached or claimed already.
 func (av *arrayView) claim(loc location, want int) *span {
 	f := av.fs
 	sp := &span{done: make(chan struct{})}
 	for _, r := range av.following(loc, want) {
 		k := chunkRangeKey(location{key: loc.key, gen: loc.gen, off: r.off})
-		if r.off != loc.off && f.cache.Contains(k) {
+		if _, held := f.fetching.LoadOrStore(k, sp); held {
 			break
 		}
-		if _, held := f.fetching.LoadOrStore(k, sp); held {
+		// Checked once claimed: a fetch that held it has cached it.
+		if f.cache.Contains(k) {
+			f.fetching.Delete(k)
 			break
 		}
 		sp.chunks = append(sp.chunks, r)
