@@ -189,6 +189,9 @@ func TestS3Reads(t *testing.T) {
 	if st.Requests["bytes fetched"] == 0 || st.Coalesced == 0 {
 		t.Errorf("the stats file counts %d bytes fetched and %d chunks coalesced", st.Requests["bytes fetched"], st.Coalesced)
 	}
+	if st.Fetched == 0 || st.Fetched > st.Requests["bytes fetched"] || st.Served.PassThroughBytes == 0 {
+		t.Errorf("the stats file counts %d chunk bytes fetched (of %d bytes fetched) and %d served", st.Fetched, st.Requests["bytes fetched"], st.Served.PassThroughBytes)
+	}
 }
 
 // TestS3ZarrPythonWrites: zarr-python 2.13 writes regions through the v2

@@ -30,6 +30,7 @@ type mountStats struct {
 	Errors      map[string]uint64 `json:"errors"`
 	Requests    map[string]uint64 `json:"requests"`
 	Coalesced   uint64            `json:"coalesced"`
+	Fetched     uint64            `json:"fetched_bytes"`
 	Unpublished int               `json:"unpublished"`
 	Cluster     map[string]any    `json:"cluster"`
 	Transcodes  uint64            `json:"transcodes"`

@@ -49,6 +49,8 @@ type arrayView struct {
 	docs []doc
 	// seq is where a sequential reader is, for reading ahead.
 	seq sequence
+	// recent are the shards of the last reads from a store read by ranges.
+	recent recent
 }
 
 // newArrayView translates an array for a view; an error says why the view

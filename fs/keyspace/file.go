@@ -116,7 +116,10 @@ type Chunk struct {
 // Attr describes the chunk from its shard's index; an empty chunk is
 // ErrNotFound.
 func (f *Chunk) Attr(ctx context.Context) (Attr, error) {
-	loc, ok, err := f.arr.locate(ctx, f.coords, false)
+	loc, ok, err := f.arr.locateUnchecked(ctx, f.coords)
+	if !ok {
+		loc, ok, err = f.arr.locate(ctx, f.coords, false)
+	}
 	if err != nil {
 		return Attr{}, err
 	}
@@ -204,14 +207,16 @@ func (h *Handle) Close() {
 func (f *Chunk) Open(ctx context.Context) (*Handle, error) { return f.open(ctx, true) }
 
 // Upcoming reports whether the file is the chunk that a reader reading
-// its array's chunks in key order reads next: its content is then worth
-// handing to the kernel before the reader asks for it. Chunks of arrays
-// read in no order are not, so that listing or stat-ing a chunk directory
-// reads no chunk.
+// its array's chunks in key order reads next, or a chunk of a shard read
+// densely (see arrayView.touched) that is cached: its content is then worth handing
+// to the kernel before the reader asks for it. Chunks of arrays read in
+// no order are not, so that listing or stat-ing a chunk directory reads
+// no chunk.
 func (f *Chunk) Upcoming() bool {
 	f.arr.seq.mu.Lock()
-	defer f.arr.seq.mu.Unlock()
-	return f.arr.seq.follows(f.arr, f.coords)
+	follows := f.arr.seq.follows(f.arr, f.coords)
+	f.arr.seq.mu.Unlock()
+	return follows || f.arr.denseCached(f.coords)
 }
 
 // ReadAt locates the chunk with the cached shard index (revalidated as
@@ -248,13 +253,19 @@ func readOnce(h *Handle, err error, p []byte, off int64) (int, error) {
 // open opens the chunk for reading; fresh checks its shard for changes
 // whatever the age of its cached index.
 func (f *Chunk) open(ctx context.Context, fresh bool) (*Handle, error) {
-	for range 3 { // retry when the shard is replaced under us
-		loc, ok, err := f.arr.locate(ctx, f.coords, fresh)
+	for i := range 3 { // retry when the shard is replaced under us
+		loc, ok, err := f.arr.locateUnchecked(ctx, f.coords)
+		if fresh || !ok {
+			loc, ok, err = f.arr.locate(ctx, f.coords, fresh)
+		}
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
 			return nil, ErrNotFound
+		}
+		if f.fs.files == nil && loc.data == nil && i == 0 {
+			f.arr.touched(loc)
 		}
 		if f.arr.target != nil {
 			b, err := f.transcoded(ctx, loc)

@@ -23,7 +23,6 @@ import (
 	"github.com/zarrfs/zarrfs/cache"
 	"github.com/zarrfs/zarrfs/cache/cluster"
 	"github.com/zarrfs/zarrfs/cache/diskcache"
-	"github.com/zarrfs/zarrfs/cache/flight"
 	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/writeback"
@@ -145,9 +144,11 @@ type FS struct {
 	cache *cache.Cache // keys: cachekeys.go
 	// files keeps shard files open on stores that open values (local
 	// directories); on others chunks are read by range (nil).
-	files  *fileCache
-	lists  listings
-	flight flight.Group // fetches of runs, which several readers wait for
+	files *fileCache
+	lists listings
+	// fetching holds the chunks that a fetch under way will cache, by
+	// chunkRangeKey: a *span.
+	fetching sync.Map
 	// cluster shares what is read from a remote store with the mounts of
 	// other machines (JoinCluster); nil: none.
 	cluster *cluster.Cluster

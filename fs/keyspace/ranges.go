@@ -6,76 +6,306 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"sync"
+	"time"
 
+	"github.com/zarrfs/zarrfs/zarr/nd"
 	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
 // Stores that do not open files (object stores, web servers) cost a round
-// trip per request, so chunk bytes are fetched in runs: the stored chunks
-// of a shard, in offset order, are cut into runs whose gaps stay under
-// coalesceGap and whose span stays under coalesceMax, and a miss fetches
-// the whole run of its chunk with one ranged read. The run's chunks wait
-// in the cache for the reader, which (a legacy reader opens chunk files in
-// key order, one at a time) then reads a shard with few requests instead
-// of one per chunk. Runs depend on the shard's index alone, so every mount
-// of a cluster names the same ones (see rangeKey).
+// trip per request, so a miss may fetch, with one ranged read, the chunks
+// stored after the one asked for (a span). How far it reaches is what the
+// readers of the shard proved they need, as mountpoint-s3's prefetcher
+// doubles its requests: a shard read once in a while (a random reader)
+// fetches its chunk alone, and one that many recent reads touched, in any
+// order (threads, processes, async tasks), fetches twice as far with each
+// read up to coalesceMax, and becomes dense: its remaining chunks are
+// fetched ahead of the readers (readAhead.fetchShard). A span never crosses
+// a gap over coalesceGap and stops at a chunk cached or being fetched, so
+// concurrent readers do not fetch bytes twice.
 const (
 	coalesceGap = 1 << 20
 	coalesceMax = 8 << 20
+	// fetchMin is the least a miss fetches when chunks are that small: a
+	// request costs a round trip, in which tens of KiB more cost nothing.
+	fetchMin = 64 << 10
+	// recentReads is the window of an array view's last reads in which a
+	// shard's share of them shows how densely it is read: counted in reads,
+	// not time, so that a fast random reader is never taken for a dense one.
+	recentReads = 16
+	// denseReads of the last recentReads touching one shard make it dense,
+	// as does a run of denseRun chunks read next to each other in it (the
+	// readers of an array of several dimensions, reading in key order,
+	// visit many shards in turn).
+	denseReads = 8
+	denseRun   = 8
 )
 
 // storedRange is where one chunk's bytes lie in its shard.
 type storedRange struct{ off, n int64 }
 
+// recent is the window of an array view's last chunk reads from a store
+// read by ranges: the chunks read, by shard key and offset, each once
+// (a chunk file is read in several requests).
+type recent struct {
+	mu     sync.Mutex
+	chunks [recentReads]recentChunk
+	next   int
+}
+
+type recentChunk struct {
+	key string
+	off int64
+}
+
+// touch records a read of the chunk at loc and returns how many of the
+// last recentReads chunks read (this one included) were of its shard.
+func (r *recent) touch(loc location) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := recentChunk{loc.key, loc.off}
+	if !slices.Contains(r.chunks[:], c) {
+		r.chunks[r.next] = c
+		r.next = (r.next + 1) % recentReads
+	}
+	return r.countLocked(loc.key)
+}
+
+// count is how many of the last recentReads chunks read were of the
+// shard key.
+func (r *recent) count(key string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.countLocked(key)
+}
+
+func (r *recent) countLocked(key string) int {
+	n := 0
+	for _, c := range r.chunks {
+		if c.key == key {
+			n++
+		}
+	}
+	return n
+}
+
+// touched records a reader's read of the chunk at loc, from a store read
+// by ranges; a shard it makes dense is fetched ahead.
+func (av *arrayView) touched(loc location) {
+	recent := av.recent.touch(loc)
+	run := 0
+	if s := av.shardState(loc); s != nil {
+		run = s.touch(loc.off)
+	}
+	if recent >= denseReads || run >= denseRun {
+		av.fs.readAhead.fetchShard(av, loc)
+	}
+}
+
+// wanted is how many chunks a miss of the chunk at loc fetches: one for a
+// shard read once in a while, and twice what the readers proved they read,
+// either as a share of the array's recent reads or as a run of chunks read
+// next to it (whichever is more).
+func (av *arrayView) wanted(loc location) int {
+	want := 1
+	if c := av.recent.count(loc.key); c > 2 {
+		want = 1 << min(c-2, 20)
+	}
+	if s := av.shardState(loc); s != nil {
+		want = max(want, 2*s.runAround(loc.off))
+	}
+	return want
+}
+
+// shardState is the cached state of loc's shard when it is of loc's
+// generation and has an index; nil otherwise.
+func (av *arrayView) shardState(loc location) *objectState {
+	v, ok := av.fs.cache.Peek(objectKey(loc.key))
+	if !ok {
+		return nil
+	}
+	s := v.(*objectState)
+	if s.index == nil || s.info.Generation != loc.gen {
+		return nil
+	}
+	return s
+}
+
+// denseCached reports whether the chunk at view coordinates is in a dense
+// shard and cached, without loading or fetching anything.
+func (av *arrayView) denseCached(coords []int) bool {
+	if av.fs.files != nil || av.shard == nil || !nd.Inside(coords, av.grid) {
+		return false
+	}
+	objCoords, local := av.a.InnerChunk(coords)
+	key := av.a.ChunkKey(objCoords)
+	if av.recent.count(key) < denseReads {
+		return false
+	}
+	s, ok := av.cachedObject(key)
+	if !ok || s.index == nil {
+		return false
+	}
+	off, _, ok := s.index.Chunk(local)
+	return ok && av.fs.cache.Contains(chunkRangeKey(location{key: key, gen: s.info.Generation, off: off}))
+}
+
 // readRange returns a chunk's stored bytes from a store read by ranges,
-// fetching its run unless it is cached.
+// fetching its span unless it is cached.
 func (av *arrayView) readRange(ctx context.Context, loc location) ([]byte, error) {
 	if err := av.fitsInMemory(ctx, loc); err != nil {
 		return nil, err
 	}
 	f := av.fs
-	// Other readers wait for this load and the run's: each leaves when its
+	key := chunkRangeKey(loc)
+	// Other readers of the chunk wait for this load: each leaves when its
 	// request is interrupted, and the fetch stops when all have.
-	v, err := f.cache.GetOrLoad(ctx, chunkRangeKey(loc), func(ctx context.Context) (any, int64, error) {
-		dc := f.opts.DiskCache
-		if dc != nil {
+	v, err := f.cache.GetOrLoad(ctx, key, func(ctx context.Context) (any, int64, error) {
+		if dc := f.opts.DiskCache; dc != nil {
 			if b, ok := dc.Get(diskRangeKey(f.store, loc.key, loc.gen, loc.off, loc.n)); ok && int64(len(b)) == loc.n {
 				return b, int64(len(b)), nil
 			}
 		}
-		run := av.run(ctx, loc)
-		start, last := run[0].off, run[len(run)-1]
-		span := storedRange{start, last.off + last.n - start}
-		v, err := f.flight.Do(ctx, rangeKey(f.store, loc.key, loc.gen, span), func(ctx context.Context) (any, error) {
-			buf, err := av.fetchRange(ctx, loc, span, run)
-			if err != nil {
-				return nil, err
+		for range 3 {
+			// Cached by a fetch that ended since this load began, or held
+			// by one under way: wait for it.
+			if b, ok := f.cache.Peek(key); ok {
+				return b, int64(len(b.([]byte))), nil
 			}
-			// The run's other chunks are cached before the flight ends,
-			// so that no reader misses them in between and fetches again.
-			for _, r := range run {
-				if r.off != loc.off {
-					b := bytes.Clone(buf[r.off-start : r.off-start+r.n])
-					f.cache.Add(chunkRangeKey(location{key: loc.key, gen: loc.gen, off: r.off}), b, int64(len(b)))
+			if v, ok := f.fetching.Load(key); ok {
+				select {
+				case <-v.(*span).done:
+				case <-ctx.Done():
+					return nil, 0, ctx.Err()
 				}
-				if dc != nil {
-					dc.Put(diskRangeKey(f.store, loc.key, loc.gen, r.off, r.n), buf[r.off-start:r.off-start+r.n])
-				}
+				continue // cached, or it failed (its readers left): claim it
 			}
-			return buf, nil
-		})
-		if err != nil {
-			return nil, 0, err
+			if sp := av.claim(loc, av.wanted(loc)); sp != nil {
+				b, err := av.fetchSpan(ctx, loc, sp)
+				return b, int64(len(b)), err
+			}
 		}
-		buf := v.([]byte)
-		b := bytes.Clone(buf[loc.off-start : loc.off-start+loc.n])
-		return b, int64(len(b)), nil
+		// The fetches holding it keep failing: fetch it alone, unclaimed.
+		if b, ok := f.cache.Peek(key); ok {
+			return b, int64(len(b.([]byte))), nil
+		}
+		b, err := av.fetchSpan(ctx, loc, &span{chunks: []storedRange{{loc.off, loc.n}}})
+		return b, int64(len(b)), err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return v.([]byte), nil
+}
+
+// fromDisk brings the chunk at loc from the disk cache to memory, and
+// reports whether it did.
+func (av *arrayView) fromDisk(loc location) bool {
+	dc := av.fs.opts.DiskCache
+	if dc == nil {
+		return false
+	}
+	b, ok := dc.Get(diskRangeKey(av.fs.store, loc.key, loc.gen, loc.off, loc.n))
+	if !ok || int64(len(b)) != loc.n {
+		return false
+	}
+	av.fs.cache.Add(chunkRangeKey(loc), b, loc.n)
+	return true
+}
+
+// span is one ranged read of a shard: the chunks it fetches, in offset
+// order. While it is under way each of them is claimed in FS.fetching,
+// and done is closed once they are cached (or the fetch failed).
+type span struct {
+	chunks []storedRange
+	done   chan struct{}
+}
+
+func (sp *span) byteRange() storedRange {
+	first, last := sp.chunks[0], sp.chunks[len(sp.chunks)-1]
+	return storedRange{first.off, last.off + last.n - first.off}
+}
+
+// claim claims for one fetch the chunk at loc and up to want-1 chunks
+// stored after it that are neither cached nor claimed; nil when the chunk
+// at loc is cached or claimed already.
+func (av *arrayView) claim(loc location, want int) *span {
+	f := av.fs
+	sp := &span{done: make(chan struct{})}
+	for _, r := range av.following(loc, want) {
+		k := chunkRangeKey(location{key: loc.key, gen: loc.gen, off: r.off})
+		if _, held := f.fetching.LoadOrStore(k, sp); held {
+			break
+		}
+		// Checked once claimed: a fetch that held it has cached it.
+		if f.cache.Contains(k) {
+			f.fetching.Delete(k)
+			break
+		}
+		sp.chunks = append(sp.chunks, r)
+	}
+	if len(sp.chunks) == 0 {
+		return nil
+	}
+	return sp
+}
+
+// release ends a claimed span's hold on its chunks.
+func (av *arrayView) release(loc location, sp *span) {
+	if sp.done == nil {
+		return // unclaimed
+	}
+	for _, r := range sp.chunks {
+		av.fs.fetching.Delete(chunkRangeKey(location{key: loc.key, gen: loc.gen, off: r.off}))
+	}
+	close(sp.done)
+}
+
+// fetchSpan fetches a span of loc's shard, caches each of its chunks, and
+// returns the chunk at loc.
+func (av *arrayView) fetchSpan(ctx context.Context, loc location, sp *span) ([]byte, error) {
+	f := av.fs
+	defer av.release(loc, sp)
+	r := sp.byteRange()
+	started := time.Now()
+	buf, err := av.fetchRange(ctx, loc, r, sp.chunks)
+	if err != nil {
+		return nil, err
+	}
+	f.counts.fetchedBytes.Add(uint64(r.n))
+	if f.cluster == nil {
+		// The read was tied to the shard's generation: the shard is
+		// unchanged, and needs no check for another interval.
+		av.confirmed(loc, started)
+	}
+	var own []byte
+	dc := f.opts.DiskCache
+	for _, c := range sp.chunks {
+		b := bytes.Clone(buf[c.off-r.off : c.off-r.off+c.n])
+		f.cache.Add(chunkRangeKey(location{key: loc.key, gen: loc.gen, off: c.off}), b, int64(len(b)))
+		if dc != nil {
+			dc.Put(diskRangeKey(f.store, loc.key, loc.gen, c.off, c.n), b)
+		}
+		if c.off == loc.off {
+			own = b
+		}
+	}
+	return own, nil
+}
+
+// confirmed marks the cached state of loc's shard as checked at t, when
+// it is of loc's generation: a read tied to that generation answered.
+func (av *arrayView) confirmed(loc location, t time.Time) {
+	v, ok := av.fs.cache.Peek(objectKey(loc.key))
+	if !ok {
+		return
+	}
+	if s := v.(*objectState); s.exists && s.info.Generation == loc.gen && s.checked.Load() < t.UnixNano() {
+		s.checked.Store(t.UnixNano())
+	}
 }
 
 // fetchRange reads span of the shard at loc's generation, the chunks of
@@ -105,41 +335,99 @@ func (av *arrayView) fetchRange(ctx context.Context, loc location, span storedRa
 	return buf, err
 }
 
-// run returns the run of the chunk at loc: the stored chunks of its shard
-// that one ranged read fetches together. Without the shard's index (an
-// unsharded chunk) it is the chunk alone.
-func (av *arrayView) run(ctx context.Context, loc location) []storedRange {
+// following returns the chunk at loc and up to want-1 chunks stored right
+// after it in its shard, in offset order: no gap over coalesceGap, at most
+// coalesceMax bytes, and at least fetchMin when the chunks are that small.
+// Without the shard's cached index (an unsharded chunk) it is the chunk
+// alone.
+func (av *arrayView) following(loc location, want int) []storedRange {
 	alone := []storedRange{{loc.off, loc.n}}
-	s, err := av.object(ctx, loc.key, false)
-	if err != nil || s.index == nil || s.info.Generation != loc.gen {
+	s := av.shardState(loc)
+	if s == nil {
 		return alone
 	}
-	var stored []storedRange
-	for i := range s.index.Len() {
-		if off, n, ok := s.index.Chunk(i); ok {
-			stored = append(stored, storedRange{off, n})
+	stored := s.sorted()
+	i, found := slices.BinarySearchFunc(stored, loc.off, func(r storedRange, off int64) int { return cmp.Compare(r.off, off) })
+	if !found {
+		return alone
+	}
+	j := i + 1
+	for ; j < len(stored); j++ {
+		prev, r := stored[j-1], stored[j]
+		if enough := prev.off + prev.n - loc.off; j-i >= want && enough >= fetchMin {
+			break
+		}
+		if r.off-(prev.off+prev.n) > coalesceGap || r.off+r.n-loc.off > coalesceMax {
+			break
 		}
 	}
-	slices.SortFunc(stored, func(a, b storedRange) int { return cmp.Compare(a.off, b.off) })
-	var run []storedRange
-	for _, r := range stored {
-		if len(run) > 0 {
-			first, last := run[0], run[len(run)-1]
-			if r.off-(last.off+last.n) > coalesceGap || r.off+r.n-first.off > coalesceMax {
-				if containsOffset(run, loc.off) {
-					return run
-				}
-				run = run[:0]
-			}
-		}
-		run = append(run, r)
-	}
-	if containsOffset(run, loc.off) {
-		return run
-	}
-	return alone
+	return stored[i:j]
 }
 
-func containsOffset(run []storedRange, off int64) bool {
-	return slices.ContainsFunc(run, func(r storedRange) bool { return r.off == off })
+// sorted returns the stored chunks of a shard in offset order, computed
+// once per loaded index.
+func (s *objectState) sorted() []storedRange {
+	s.sortOnce.Do(func() {
+		for i := range s.index.Len() {
+			if off, n, ok := s.index.Chunk(i); ok {
+				s.byOffset = append(s.byOffset, storedRange{off, n})
+			}
+		}
+		slices.SortFunc(s.byOffset, func(a, b storedRange) int { return cmp.Compare(a.off, b.off) })
+	})
+	return s.byOffset
 }
+
+// position is the place of the chunk stored at off among the shard's
+// stored chunks in offset order; false when none is stored there.
+func (s *objectState) position(off int64) (int, bool) {
+	return slices.BinarySearchFunc(s.sorted(), off, func(r storedRange, off int64) int { return cmp.Compare(r.off, off) })
+}
+
+// touch marks the chunk stored at off as read and returns runAround.
+func (s *objectState) touch(off int64) int {
+	p, ok := s.position(off)
+	if !ok {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.touched == nil {
+		s.touched = make([]bool, len(s.sorted()))
+	}
+	s.touched[p] = true
+	return s.runAroundLocked(p)
+}
+
+// runAround is how many chunks stored right before the chunk at off, or
+// right after it, were read: the longer run.
+func (s *objectState) runAround(off int64) int {
+	p, ok := s.position(off)
+	if !ok {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.runAroundLocked(p)
+}
+
+func (s *objectState) runAroundLocked(p int) int {
+	if s.touched == nil {
+		return 0
+	}
+	before, after := 0, 0
+	for i := p - 1; i >= 0 && s.touched[i] && before < maxRun; i-- {
+		before++
+	}
+	for i := p + 1; i < len(s.touched) && s.touched[i] && after < maxRun; i++ {
+		after++
+	}
+	return max(before, after)
+}
+
+// maxRun bounds the runs runAround counts: a span ends at coalesceMax
+// long before, whatever the chunks' size.
+const maxRun = 1 << 12
+
+// allChunks asks for every chunk of a span.
+const allChunks = math.MaxInt

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,13 +32,19 @@ type objectState struct {
 	err     error           // why a shard's index is unusable
 	checked atomic.Int64    // unix nanoseconds of the last stat
 	gen     uint64          // the key's generation when loading began
+	// byOffset are the index's stored chunks in offset order (sorted).
+	byOffset []storedRange
+	sortOnce sync.Once
+	// touched marks the chunks of byOffset that readers read (touch).
+	mu      sync.Mutex
+	touched []bool
 }
 
 // size estimates the memory an objectState holds, for the cache's bound.
 func (s *objectState) size() int64 {
 	n := int64(128 + len(s.key) + len(s.info.Generation))
 	if s.index != nil {
-		n += int64(16 * s.index.Len())
+		n += int64(33 * s.index.Len()) // and byOffset, touched
 	}
 	return n
 }
@@ -74,41 +81,13 @@ func (av *arrayView) object(ctx context.Context, key string, fresh bool) (*objec
 	if loaded || !fresh && s.current(f) {
 		return s, nil
 	}
-	revalidate := func(ctx context.Context) (any, error) {
-		next := av.loadObject(ctx, key, s)
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if next != s {
-			f.cache.Add(cacheKey, next, next.size())
-			if s.exists {
-				av.objectChanged(key)
-			}
-		}
-		return next, nil
-	}
 	if fresh { // the check must begin after the caller's open
-		v, err := revalidate(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return v.(*objectState), nil
+		return av.recheck(ctx, key, s)
 	}
 	// Readers of a shard and the read-ahead wait for one check, which
 	// runs in the background: a reader waits for it up to staleWait, and
 	// is then served the cached state while the check goes on.
-	c := &check{done: make(chan struct{}), state: s}
-	if running, ok := f.checking.LoadOrStore(key, c); ok {
-		c = running.(*check)
-	} else {
-		f.checks.Go(func() {
-			defer f.checking.Delete(key)
-			defer close(c.done)
-			if v, err := revalidate(f.bg); err == nil {
-				c.state = v.(*objectState)
-			}
-		})
-	}
+	c := av.startCheck(key, s)
 	timer := time.NewTimer(staleWait)
 	defer timer.Stop()
 	select {
@@ -119,6 +98,40 @@ func (av *arrayView) object(ctx context.Context, key string, fresh bool) (*objec
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// recheck checks the stored object whose cached state is s, and caches
+// (and announces) what changed.
+func (av *arrayView) recheck(ctx context.Context, key string, s *objectState) (*objectState, error) {
+	next := av.loadObject(ctx, key, s)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if next != s {
+		av.fs.cache.Add(objectKey(key), next, next.size())
+		if s.exists {
+			av.objectChanged(key)
+		}
+	}
+	return next, nil
+}
+
+// startCheck starts a check of the stored object whose cached state is s
+// in the background, unless one is under way, and returns it.
+func (av *arrayView) startCheck(key string, s *objectState) *check {
+	f := av.fs
+	c := &check{done: make(chan struct{}), state: s}
+	if running, ok := f.checking.LoadOrStore(key, c); ok {
+		return running.(*check)
+	}
+	f.checks.Go(func() {
+		defer f.checking.Delete(key)
+		defer close(c.done)
+		if next, err := av.recheck(f.bg, key, s); err == nil {
+			c.state = next
+		}
+	})
+	return c
 }
 
 // check is a check of a stored object under way in the background; state
@@ -318,6 +331,47 @@ func (av *arrayView) locate(ctx context.Context, coords []int, fresh bool) (loc 
 		if loc.off, loc.n, ok = s.index.Chunk(local); !ok {
 			return loc, false, nil
 		}
+	}
+	return loc, true, av.checkTrailer(ctx, loc)
+}
+
+// locateUnchecked locates a chunk from its shard's cached index, however
+// old, when its bytes will be fetched by a ranged read tied to the shard's
+// generation, straight from the store: that read checks the shard (it
+// fails with errStale if the shard changed, and confirms the index
+// otherwise), so a separate check would only cost a round trip more. ok is
+// false when the chunk must be located with locate: its bytes are cached
+// or come from elsewhere (a disk cache, the cluster, a transcode), or
+// nothing of its shard is cached.
+func (av *arrayView) locateUnchecked(ctx context.Context, coords []int) (loc location, ok bool, err error) {
+	f := av.fs
+	if f.files != nil || f.cluster != nil || f.opts.DiskCache != nil || av.target != nil || av.shard == nil || !nd.Inside(coords, av.grid) {
+		return loc, false, nil
+	}
+	if w := f.pending; w != nil {
+		if _, pending := w.Lookup(av.a, coords); pending {
+			return loc, false, nil
+		}
+	}
+	objCoords, local := av.a.InnerChunk(coords)
+	key := av.a.ChunkKey(objCoords)
+	v, cached := f.cache.Peek(objectKey(key))
+	if !cached {
+		return loc, false, nil
+	}
+	s := v.(*objectState)
+	if s.gen != f.generation(key) || s.err != nil || !s.exists || s.index == nil {
+		return loc, false, nil
+	}
+	loc = location{key: key, gen: s.info.Generation, mtime: s.info.ModTime}
+	if loc.off, loc.n, ok = s.index.Chunk(local); !ok || f.cache.Contains(chunkRangeKey(loc)) {
+		return loc, false, nil
+	}
+	if !s.current(f) {
+		// Not waited for: what the chunk's read fetches is checked. This
+		// check is for those who only look (stat, ls), and the other
+		// chunks of the shard.
+		av.startCheck(key, s)
 	}
 	return loc, true, av.checkTrailer(ctx, loc)
 }

@@ -26,6 +26,10 @@ type Stats struct {
 	// Coalesced counts chunks fetched along with another one, in the same
 	// ranged read, ahead of their readers.
 	Coalesced uint64 `json:"coalesced"`
+	// FetchedBytes counts the stored chunk bytes read by range (from the
+	// store or the cluster), to set against Served: a reader whose access
+	// pattern the mount reads well is served about what was fetched.
+	FetchedBytes uint64 `json:"fetched_bytes"`
 	// Requests counts a remote store's requests by kind (ranged GET,
 	// suffix GET, HEAD, LIST, PUT, DELETE) and what came of them (bytes
 	// fetched, failed and retried, precondition failed, not modified).
@@ -60,6 +64,7 @@ type Served struct {
 // counters are the live counters behind Stats.
 type counters struct {
 	indexLoads, transcodes, rangeReads, coalesced    atomic.Uint64
+	fetchedBytes                                     atomic.Uint64
 	passThroughBytes, transcodedBytes, metadataBytes atomic.Uint64
 }
 
@@ -70,17 +75,18 @@ func (f *FS) Stats() Stats {
 		opens = f.files.opens.Load()
 	}
 	return Stats{
-		Cache:       f.cache.Stats(),
-		IndexLoads:  f.counts.indexLoads.Load(),
-		ShardOpens:  opens,
-		RangeReads:  f.counts.rangeReads.Load(),
-		Coalesced:   f.counts.coalesced.Load(),
-		Requests:    requestCounts(f.store),
-		Unpublished: unpublished(f.opts.Writer),
-		DiskCache:   diskStats(f.opts.DiskCache),
-		Cluster:     clusterStats(f.cluster),
-		Transcodes:  f.counts.transcodes.Load(),
-		ReadAhead:   f.readAhead.ahead.Load(),
+		Cache:        f.cache.Stats(),
+		IndexLoads:   f.counts.indexLoads.Load(),
+		ShardOpens:   opens,
+		RangeReads:   f.counts.rangeReads.Load(),
+		Coalesced:    f.counts.coalesced.Load(),
+		FetchedBytes: f.counts.fetchedBytes.Load(),
+		Requests:     requestCounts(f.store),
+		Unpublished:  unpublished(f.opts.Writer),
+		DiskCache:    diskStats(f.opts.DiskCache),
+		Cluster:      clusterStats(f.cluster),
+		Transcodes:   f.counts.transcodes.Load(),
+		ReadAhead:    f.readAhead.ahead.Load(),
 		Served: Served{
 			PassThroughBytes: f.counts.passThroughBytes.Load(),
 			TranscodedBytes:  f.counts.transcodedBytes.Load(),

@@ -124,6 +124,7 @@ type readAhead struct {
 	// readers, and fetches holds one token per request it started.
 	walking atomic.Bool
 	fetches chan struct{}
+	shards  sync.Map // store key of a dense shard being fetched ahead
 }
 
 func newReadAhead(ctx context.Context, depth int) *readAhead {
@@ -321,18 +322,16 @@ func (r *readAhead) fetchChunk(ctx context.Context, av *arrayView, coords []int,
 	if err != nil || !ok || loc.data != nil || av.fs.cache.Contains(chunkRangeKey(loc)) {
 		return true, true
 	}
-	run := av.run(ctx, loc)
-	runKey := fmt.Sprintf("%s\x00%s\x00%d", loc.key, loc.gen, run[0].off)
-	if started[runKey] {
+	if _, held := av.fs.fetching.Load(chunkRangeKey(loc)); held || av.fromDisk(loc) {
 		return true, true
 	}
-	started[runKey] = true
-	more = r.fetch(func() {
-		if _, err := av.readRange(ctx, loc); err == nil {
-			r.ahead.Add(1)
-		}
-	})
-	return more, more
+	select {
+	case r.fetches <- struct{}{}:
+	default:
+		return false, false
+	}
+	r.fetchSpan(av, loc)
+	return true, true
 }
 
 // fetch runs load in the background when fewer than remoteFetchesAhead
@@ -348,6 +347,67 @@ func (r *readAhead) fetch(load func()) bool {
 		load()
 	})
 	return true
+}
+
+// fetchSpan fetches in the background the span from loc, as far as
+// coalesceMax reaches, holding a token of r.fetches the caller took.
+func (r *readAhead) fetchSpan(av *arrayView, loc location) {
+	var sp *span
+	if av.source.CheckEncodedSize(loc.n) == nil { // the reader says what is wrong
+		sp = av.claim(loc, allChunks)
+	}
+	if sp == nil {
+		<-r.fetches
+		return
+	}
+	r.work.Go(func() {
+		defer func() { <-r.fetches }()
+		if _, err := av.fetchSpan(r.ctx, loc, sp); err == nil {
+			r.ahead.Add(uint64(len(sp.chunks)))
+		}
+	})
+}
+
+// fetchShard fetches, ahead of its readers, the chunks of a dense shard
+// (see touched) neither cached nor being fetched: spans of up to
+// coalesceMax, as many at once as remoteFetchesAhead allows, by one walk
+// per shard at a time. Chunks in the disk cache are brought to memory.
+func (r *readAhead) fetchShard(av *arrayView, loc location) {
+	if r.depth == 0 {
+		return
+	}
+	if _, busy := r.shards.LoadOrStore(loc.key, struct{}{}); busy {
+		return
+	}
+	r.work.Go(func() {
+		defer r.shards.Delete(loc.key)
+		s := av.shardState(loc)
+		if s == nil {
+			return
+		}
+		// From the chunk read on, round to those before it, as far as a
+		// quarter of the cache holds: what is fetched must stay cached
+		// until read.
+		stored := s.sorted()
+		p, _ := s.position(loc.off)
+		budget := av.fs.opts.CacheBytes / 4
+		for _, c := range slices.Concat(stored[p:], stored[:p]) {
+			if budget -= c.n; budget < 0 {
+				return
+			}
+			l := location{key: loc.key, gen: loc.gen, off: c.off, n: c.n}
+			k := chunkRangeKey(l)
+			if _, held := av.fs.fetching.Load(k); held || av.fs.cache.Contains(k) || av.fromDisk(l) {
+				continue
+			}
+			select {
+			case r.fetches <- struct{}{}:
+			case <-r.ctx.Done():
+				return
+			}
+			r.fetchSpan(av, l)
+		}
+	})
 }
 
 // nextChunk returns the coordinates after coords in C order of the view's

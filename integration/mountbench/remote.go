@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -166,6 +167,7 @@ func (b *bench) remote() error {
 	arrayV2 := filepath.Join(mnt, "v2", spec.name)
 	var viaMount, catFiles, direct sample
 	var mountReqs, catReqs, directReqs map[string]int
+	var mountBytes, catBytes fetchedServed
 	var nbytes int64
 	// Request counts include the mount's discovery of the hierarchy, as
 	// zarrita's include its metadata reads.
@@ -178,7 +180,7 @@ func (b *bench) remote() error {
 		if err != nil {
 			return err
 		}
-		viaMount, nbytes, mountReqs = append(viaMount, times[arrayV2]...), n, s3Proxy.take()
+		viaMount, nbytes, mountReqs, mountBytes = append(viaMount, times[arrayV2]...), n, s3Proxy.take(), readFetchedServed(mnt)
 
 		s3Proxy.take()
 		if err := mountCold(); err != nil {
@@ -188,7 +190,7 @@ func (b *bench) remote() error {
 		if err != nil {
 			return err
 		}
-		catFiles, catReqs = append(catFiles, times[arrayV2]...), s3Proxy.take()
+		catFiles, catReqs, catBytes = append(catFiles, times[arrayV2]...), s3Proxy.take(), readFetchedServed(mnt)
 
 		webProxy.take()
 		d, err := zarritaRead(script, webProxy.srv.URL, spec.name)
@@ -196,6 +198,9 @@ func (b *bench) remote() error {
 			return err
 		}
 		direct, directReqs = append(direct, d), webProxy.take()
+	}
+	if err := b.remoteAccessPatterns(spec, mountCold, mnt, direct, nbytes); err != nil {
+		return err
 	}
 	b.add(row{
 		name:   "zarr-python via MNT/v2 of s3:// vs zarrita direct over HTTP",
@@ -218,7 +223,7 @@ func (b *bench) remote() error {
 	}
 	fewer := total(mountReqs) <= total(directReqs)
 	b.add(row{
-		name:   fmt.Sprintf("requests: zarr-python via mount %v; cat %v; zarrita %v", mountReqs, catReqs, directReqs),
+		name:   fmt.Sprintf("requests: zarr-python via mount %v (%s); cat %v (%s); zarrita %v", mountReqs, mountBytes, catReqs, catBytes, directReqs),
 		zarrfs: fmt.Sprint(total(mountReqs)), ref: fmt.Sprint(total(directReqs)),
 		check: "<= zarrita's", pass: &fewer,
 	})
@@ -294,6 +299,107 @@ func (b *bench) remoteGCS(spec *arraySpec, root []byte, nbytes int64, direct sam
 		check: "<= zarrita's", pass: &fewer,
 	})
 	return b.ms.stopZarrfs(mnt)
+}
+
+// fetchedServed are a mount's bytes fetched from the store (its requests'
+// bodies) and served from its files, from MNT/.zarrfs/stats.
+type fetchedServed struct{ fetched, served uint64 }
+
+func (f fetchedServed) String() string {
+	return fmt.Sprintf("fetched %s, served %s", formatBytes(float64(f.fetched)), formatBytes(float64(f.served)))
+}
+
+func readFetchedServed(mnt string) fetchedServed {
+	var st struct {
+		Requests map[string]uint64 `json:"requests"`
+		Served   struct {
+			PassThrough uint64 `json:"pass_through_bytes"`
+			Transcoded  uint64 `json:"transcoded_bytes"`
+		} `json:"served"`
+	}
+	b, err := os.ReadFile(filepath.Join(mnt, ".zarrfs", "stats"))
+	if err == nil && json.Unmarshal(b, &st) == nil {
+		return fetchedServed{st.Requests["bytes fetched"], st.Served.PassThrough + st.Served.Transcoded}
+	}
+	return fetchedServed{}
+}
+
+// remoteAccessPatterns reads the array through MNT/v3 of a fresh s3://
+// mount as a pool of readers (zarrita's: chunk keys queued in order, 4
+// read at once, finishing out of order) and as a random reader (200
+// chunk files), with the bytes each fetched against those it needed.
+func (b *bench) remoteAccessPatterns(spec *arraySpec, mountCold func() error, mnt string, direct sample, nbytes int64) error {
+	c := readCase{*spec, "v3"}
+	all := b.chunks[spec.name]
+	rng := rand.New(rand.NewPCG(30, 1))
+	picked := make([]chunk, min(200, len(all)))
+	for i, k := range rng.Perm(len(all))[:len(picked)] {
+		picked[i] = all[k]
+	}
+	var needed int64
+	for _, ch := range picked {
+		needed += ch.n
+	}
+	var pool, random sample
+	var poolBytes, randomBytes fetchedServed
+	for range b.cfg.runs {
+		if err := mountCold(); err != nil {
+			return err
+		}
+		d, err := timed(func() error { return readPool(mnt, c, all, 4) })
+		if err != nil {
+			return err
+		}
+		pool, poolBytes = append(pool, d), readFetchedServed(mnt)
+		if err := mountCold(); err != nil {
+			return err
+		}
+		d, err = timed(func() error { _, err := readMountFiles(mnt, c, picked); return err })
+		if err != nil {
+			return err
+		}
+		random, randomBytes = append(random, d), readFetchedServed(mnt)
+	}
+	b.add(row{
+		name:   fmt.Sprintf("4 readers of every chunk file of v3/, out of key order, vs zarrita direct (%s)", poolBytes),
+		zarrfs: rate(nbytes, pool.median()), ref: rate(nbytes, direct.median()),
+		ratio: ratio(direct, pool), spread: max(direct.spread(), pool.spread()),
+	})
+	within := randomBytes.fetched <= 2*uint64(needed)
+	b.add(row{
+		name:   fmt.Sprintf("%d random chunk files of v3/: %s, %s needed (%.2fx)", len(picked), randomBytes, formatBytes(float64(needed)), float64(randomBytes.fetched)/float64(needed)),
+		zarrfs: perSecond(len(picked), random.median(), "files"), ref: formatBytes(float64(needed)),
+		check: "fetched <= 2x needed", pass: &within,
+	})
+	return nil
+}
+
+// readPool reads the files of chunks through the mount at mnt with n
+// readers taking them in order from one queue.
+func readPool(mnt string, c readCase, chunks []chunk, n int) error {
+	queue := make(chan chunk)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			buf := make([]byte, 1<<20)
+			for ch := range queue {
+				if _, err := readFile(c.path(mnt, ch), buf); err != nil {
+					errs <- err
+					for range queue {
+					}
+					return
+				}
+			}
+		})
+	}
+	for _, ch := range chunks {
+		queue <- ch
+	}
+	close(queue)
+	wg.Wait()
+	close(errs)
+	return <-errs
 }
 
 // zarritaRead times zarrita reading the array at path of the store at url.
