@@ -4,11 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"errors"
-	"fmt"
 	"slices"
-
-	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
 // Stores that do not open files (object stores, web servers) cost a round
@@ -18,8 +14,8 @@ import (
 // the whole run of its chunk with one ranged read. The run's chunks wait
 // in the cache for the reader, which (a legacy reader opens chunk files in
 // key order, one at a time) then reads a shard with few requests instead
-// of one per chunk. Runs depend on the shard's index alone, so every mount
-// of a cluster names the same ones (see rangeKey).
+// of one per chunk. A run is read from the aligned blocks that cover it
+// (fetchRange), the unit of the disk cache and the cluster.
 const (
 	coalesceGap = 1 << 20
 	coalesceMax = 8 << 20
@@ -38,16 +34,10 @@ func (av *arrayView) readRange(ctx context.Context, loc location) ([]byte, error
 	// Other readers wait for this load and the run's: each leaves when its
 	// request is interrupted, and the fetch stops when all have.
 	v, err := f.cache.GetOrLoad(ctx, chunkRangeKey(loc), func(ctx context.Context) (any, int64, error) {
-		dc := f.opts.DiskCache
-		if dc != nil {
-			if b, ok := dc.Get(diskRangeKey(f.store, loc.key, loc.gen, loc.off, loc.n)); ok && int64(len(b)) == loc.n {
-				return b, int64(len(b)), nil
-			}
-		}
 		run := av.run(ctx, loc)
 		start, last := run[0].off, run[len(run)-1]
 		span := storedRange{start, last.off + last.n - start}
-		v, err := f.flight.Do(ctx, rangeKey(f.store, loc.key, loc.gen, span), func(ctx context.Context) (any, error) {
+		v, err := f.flight.Do(ctx, runKey(loc, span), func(ctx context.Context) (any, error) {
 			buf, err := av.fetchRange(ctx, loc, span, run)
 			if err != nil {
 				return nil, err
@@ -58,9 +48,6 @@ func (av *arrayView) readRange(ctx context.Context, loc location) ([]byte, error
 				if r.off != loc.off {
 					b := bytes.Clone(buf[r.off-start : r.off-start+r.n])
 					f.cache.Add(chunkRangeKey(location{key: loc.key, gen: loc.gen, off: r.off}), b, int64(len(b)))
-				}
-				if dc != nil {
-					dc.Put(diskRangeKey(f.store, loc.key, loc.gen, r.off, r.n), buf[r.off-start:r.off-start+r.n])
 				}
 			}
 			return buf, nil
@@ -76,33 +63,6 @@ func (av *arrayView) readRange(ctx context.Context, loc location) ([]byte, error
 		return nil, err
 	}
 	return v.([]byte), nil
-}
-
-// fetchRange reads span of the shard at loc's generation, the chunks of
-// run: from the cluster when there is one (the span's owner reads it from
-// the store once for every mount), else from the store.
-func (av *arrayView) fetchRange(ctx context.Context, loc location, span storedRange, run []storedRange) ([]byte, error) {
-	f := av.fs
-	if len(run) > 1 {
-		f.counts.coalesced.Add(uint64(len(run) - 1))
-	}
-	if c := f.cluster; c != nil {
-		b, err := c.Get(ctx, rangeKey(f.store, loc.key, loc.gen, span), av.rangeCheck(span, run))
-		if err == nil && int64(len(b)) != span.n {
-			err = fmt.Errorf("%s: the cluster gave %d bytes for a range of %d", loc.key, len(b), span.n)
-		}
-		if errors.Is(err, store.ErrPrecondition) {
-			return nil, errStale
-		}
-		return b, err
-	}
-	f.counts.rangeReads.Add(1)
-	buf := make([]byte, span.n)
-	err := f.store.ReadAt(ctx, loc.key, loc.gen, buf, span.off)
-	if errors.Is(err, store.ErrPrecondition) {
-		return nil, errStale
-	}
-	return buf, err
 }
 
 // run returns the run of the chunk at loc: the stored chunks of its shard
