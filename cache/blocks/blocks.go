@@ -9,6 +9,7 @@
 package blocks
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -178,7 +179,10 @@ func (r *Reader) Read(ctx context.Context, o Object, off, n int64, checks Checks
 			r.Disk.Put(o.BlockKey(i), b)
 		}
 		if bo, bn := o.Block(i); r.Memory != nil && s != fromMemory && (bo < off || bo+bn > off+n) {
-			r.Memory.Add(o.BlockKey(i), b, int64(cap(b)))
+			if s == fromOrigin {
+				b = bytes.Clone(b) // not the buffer of all the blocks one request read
+			}
+			r.Memory.Add(o.BlockKey(i), b, int64(len(b)))
 		}
 	}
 	return span, nil
