@@ -62,7 +62,7 @@ func fakePeer(t *testing.T, answer func(w http.ResponseWriter, r *http.Request, 
 				_, bn := o.Block(i)
 				n = int(bn)
 			}
-		case "index":
+		case "index.1":
 			spec := f[len(f)-2]
 			spec = strings.TrimPrefix(strings.TrimPrefix(spec, "-"), "0+")
 			n, _ = strconv.Atoi(spec)

@@ -16,6 +16,7 @@ import (
 	"github.com/zarrfs/zarrfs/cache/cluster"
 	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/codec/sharding"
+	"github.com/zarrfs/zarrfs/zarr/meta"
 	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
@@ -24,14 +25,15 @@ import (
 //
 //	block.VERSION \0 STORE \0 KEY \0 GENERATION \0 SIZE \0 BLOCK
 //	    an aligned block of one generation of a shard (package blocks);
-//	index \0 STORE \0 KEY \0 SPAN \0 EPOCH
+//	index.VERSION \0 STORE \0 KEY \0 SPAN \0 EPOCH
 //	    the index bytes of a shard (SPAN "-N": its last N bytes, "0+N" its
 //	    first) as the store held it in one revalidation interval (EPOCH
 //	    counts intervals), with the shard's generation and size.
 //
-//	transcoded.VERSION \0 STORE \0 ENCODING \0 VIEW \0 ARRAY \0 COORDS \0 GENERATION
-//	    a chunk of a view re-encoded from one generation of its shard
-//	    (ENCODING: the --v2-transcode setting and the codecs it gives).
+//	transcoded.VERSION \0 STORE \0 SETTING \0 CODECS \0 SOURCE \0 VIEW \0 ARRAY \0 COORDS \0 GENERATION
+//	    a chunk of a view re-encoded from one generation of its shard:
+//	    SETTING is --v2-transcode, CODECS the encoding it gives, SOURCE
+//	    the chunk shape and codecs of the stored chunks.
 //
 // STORE is the store's URL: a node serves peers only keys of its store.
 
@@ -40,7 +42,7 @@ func indexKey(s store.Store, key string, span store.Span, epoch int64) string {
 	if span.Suffix > 0 {
 		spec = fmt.Sprintf("-%d", span.Suffix)
 	}
-	return fmt.Sprintf("index\x00%s\x00%s\x00%s\x00%d", s, key, spec, epoch)
+	return fmt.Sprintf("%s\x00%s\x00%s\x00%s\x00%d", indexKind, s, key, spec, epoch)
 }
 
 // clusterIndex is the value of an index key.
@@ -71,7 +73,7 @@ func (f *FS) peerKeyPrefix(kind string) string { return kind + "\x00" + f.store.
 
 // acceptsPeerKey reports whether a key is of this node's store.
 func (f *FS) acceptsPeerKey(k string) bool {
-	for _, p := range []string{blocks.Prefix(f.store.String()), f.peerKeyPrefix("index"), f.peerKeyPrefix(transcodedKind)} {
+	for _, p := range []string{blocks.Prefix(f.store.String()), f.peerKeyPrefix(indexKind), f.peerKeyPrefix(transcodedKind)} {
 		if strings.HasPrefix(k, p) {
 			return true
 		}
@@ -84,7 +86,7 @@ func (f *FS) loadPeerKey(ctx context.Context, k string) ([]byte, error) {
 	if strings.HasPrefix(k, blocks.Prefix(f.store.String())) {
 		return blocks.Load(ctx, f.store, k)
 	}
-	if rest, ok := strings.CutPrefix(k, f.peerKeyPrefix("index")); ok {
+	if rest, ok := strings.CutPrefix(k, f.peerKeyPrefix(indexKind)); ok {
 		return loadIndex(ctx, f.store, rest)
 	}
 	if rest, ok := strings.CutPrefix(k, f.peerKeyPrefix(transcodedKind)); ok {
@@ -93,15 +95,24 @@ func (f *FS) loadPeerKey(ctx context.Context, k string) ([]byte, error) {
 	return nil, fmt.Errorf("cluster key %q: not a key of %s", k, f.store)
 }
 
-// transcodedKind leads the keys of transcoded chunks; its version
-// changes whenever what a key names does.
-const transcodedKind = "transcoded.1"
+// The kinds of keys lead them; their versions change whenever what a
+// key names does (its value's layout, what it depends on).
+const (
+	indexKind      = "index.1"
+	transcodedKind = "transcoded.1"
+)
 
 // transcodedKey names a chunk of a view re-encoded from one generation
 // of its shard, with the encoding the view's V2Transcode setting gives.
 func (av *arrayView) transcodedKey(coords []int, gen store.Generation) string {
 	c, _ := json.Marshal(coords)
-	return strings.Join([]string{av.fs.peerKeyPrefix(transcodedKind) + av.fs.opts.V2Transcode, av.codecs, av.view.String(), av.a.Path, string(c), string(gen)}, "\x00")
+	return strings.Join([]string{av.fs.peerKeyPrefix(transcodedKind) + av.fs.opts.V2Transcode, av.codecs, av.sourceCodecs(), av.view.String(), av.a.Path, string(c), string(gen)}, "\x00")
+}
+
+// sourceCodecs describes how the view's stored chunks decode: their shape
+// and codecs.
+func (av *arrayView) sourceCodecs() string {
+	return fmt.Sprintf("%v %s", av.chunk, meta.ChainString(av.chain))
 }
 
 // loadTranscoded transcodes a chunk for a peer, if this node's index of
@@ -110,12 +121,12 @@ func (av *arrayView) transcodedKey(coords []int, gen store.Generation) string {
 // gives, which may not be this node's.
 func (f *FS) loadTranscoded(ctx context.Context, rest string) ([]byte, error) {
 	p := strings.Split(rest, "\x00")
-	if len(p) != 6 {
+	if len(p) != 7 {
 		return nil, fmt.Errorf("bad transcoded key %q", rest)
 	}
-	setting, codecs, viewName, path, gen := p[0], p[1], p[2], p[3], store.Generation(p[5])
+	setting, codecs, source, viewName, path, gen := p[0], p[1], p[2], p[3], p[4], store.Generation(p[6])
 	var coords []int
-	if err := json.Unmarshal([]byte(p[4]), &coords); err != nil {
+	if err := json.Unmarshal([]byte(p[5]), &coords); err != nil {
 		return nil, fmt.Errorf("bad transcoded key %q", rest)
 	}
 	view := V3
@@ -123,7 +134,7 @@ func (f *FS) loadTranscoded(ctx context.Context, rest string) ([]byte, error) {
 		view = V2
 	}
 	av := f.arrays[path][view]
-	if av == nil || av.target == nil || len(coords) != len(av.grid) {
+	if av == nil || av.target == nil || len(coords) != len(av.grid) || source != av.sourceCodecs() {
 		return nil, fmt.Errorf("transcoded key %q: no such transcoded view", rest)
 	}
 	target, err := av.peerTarget(setting, codecs)

@@ -24,7 +24,7 @@ type diskIndex struct {
 }
 
 func (av *arrayView) diskIndexKey(key string) string {
-	return fmt.Sprintf("index\x00%s\x00%s", av.fs.store, key)
+	return fmt.Sprintf("%s\x00%s\x00%s", indexKind, av.fs.store, key)
 }
 
 // cachedIndex returns the state of the shard at key the disk cache holds,
