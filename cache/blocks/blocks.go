@@ -129,10 +129,19 @@ const peerFetches = 8
 // each from memory, the disk or the peers, and those missing everywhere
 // from the store, with one request per run of adjacent blocks. Blocks
 // read are kept on disk; those the returned bytes do not cover whole are
-// kept in memory too, for the read of their neighbours.
+// kept in memory too, for the read of their neighbours. Without a disk
+// cache or peers, which share blocks, Read fetches just the n bytes: the
+// caller sized the range to what its readers need.
 func (r *Reader) Read(ctx context.Context, o Object, off, n int64, checks Checks) ([]byte, error) {
 	if off < 0 || n <= 0 || off+n > o.Size {
 		return nil, fmt.Errorf("%s: bytes %d+%d of an object of %d", o.Key, off, n, o.Size)
+	}
+	if r.Disk == nil && r.Peers == nil {
+		buf := make([]byte, n)
+		if err := r.Origin(ctx, o, buf, off); err != nil {
+			return nil, err
+		}
+		return buf, nil
 	}
 	first, last := off/Size, (off+n-1)/Size
 	got := make([][]byte, last-first+1)

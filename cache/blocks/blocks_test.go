@@ -90,10 +90,29 @@ func TestReadByBlocks(t *testing.T) {
 	if n := requests2.Load(); n != 0 {
 		t.Fatalf("blocks on disk: %d requests, want none", n)
 	}
-	cold, requests3 := reader(t, s, "")
+	cold, requests3 := reader(t, s, t.TempDir())
 	read(t, cold, o, want, 1, o.Size-2, blocks.Checks{})
 	if n := requests3.Load(); n != 1 {
 		t.Fatalf("three adjacent missing blocks: %d requests, want 1", n)
+	}
+}
+
+// TestReadWithoutSharing: a reader without a disk cache or peers fetches
+// just the bytes asked for, with one request each time: nothing would
+// share the rest of a block.
+func TestReadWithoutSharing(t *testing.T) {
+	s, o, want := object(t)
+	r, requests := reader(t, s, "")
+	var fetched atomic.Int64
+	origin := r.Origin
+	r.Origin = func(ctx context.Context, o blocks.Object, p []byte, off int64) error {
+		fetched.Add(int64(len(p)))
+		return origin(ctx, o, p, off)
+	}
+	read(t, r, o, want, blocks.Size-10, 20, blocks.Checks{})
+	read(t, r, o, want, blocks.Size+10, 20, blocks.Checks{})
+	if n, b := requests.Load(), fetched.Load(); n != 2 || b != 40 {
+		t.Fatalf("two ranges of 20 bytes: %d requests for %d bytes, want 2 for 40", n, b)
 	}
 }
 
