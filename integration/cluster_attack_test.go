@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zarrfs/zarrfs/cache/blocks"
 	"github.com/zarrfs/zarrfs/cache/cluster"
 	"github.com/zarrfs/zarrfs/integration"
 	"github.com/zarrfs/zarrfs/zarr"
@@ -41,7 +42,7 @@ import (
 var crcArrays = []string{"float32_bigendian", "complex64_crc", "uint8_transposed_crc"}
 
 // fakePeer serves a cluster's peer port with answer, which is given the
-// kind of the key asked for and the length it asks for (the range's, the
+// kind of the key asked for and the length it asks for (the block's, the
 // index's; 8 for a transcoded chunk, the size of one of
 // uint8_transposed_crc). It counts the requests; the
 // returned stop ends every answer still under way.
@@ -56,9 +57,12 @@ func fakePeer(t *testing.T, answer func(w http.ResponseWriter, r *http.Request, 
 		f := strings.Split(key, "\x00")
 		n := 8
 		switch f[0] {
-		case "range":
-			n, _ = strconv.Atoi(f[len(f)-1])
-		case "index":
+		case "block.1":
+			if o, i, err := blocks.ParseKey(key); err == nil {
+				_, bn := o.Block(i)
+				n = int(bn)
+			}
+		case "index.1":
 			spec := f[len(f)-2]
 			spec = strings.TrimPrefix(strings.TrimPrefix(spec, "-"), "0+")
 			n, _ = strconv.Atoi(spec)
@@ -232,7 +236,7 @@ func TestClusterLyingPeer(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	t.Logf("the fake peers were asked for %v; the nodes rejected %v values", asked, rejected)
-	if asked["range"] == 0 || asked["transcoded"] == 0 || rejected == 0 {
+	if asked["block.1"] == 0 || asked["transcoded.1"] == 0 || rejected == 0 {
 		t.Fatalf("the fake peers were asked for %v, %v values rejected: the test attacked too little", asked, rejected)
 	}
 	if !strings.Contains(nodes[0].Log()+nodes[1].Log(), "fails its check") {

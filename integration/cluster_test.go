@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zarrfs/zarrfs/cache/blocks"
 	"github.com/zarrfs/zarrfs/cache/cluster"
 	"github.com/zarrfs/zarrfs/integration"
 	"github.com/zarrfs/zarrfs/zarr"
@@ -126,8 +127,8 @@ func TestCluster(t *testing.T) {
 		t.Errorf("transcodes after each mount's read of v2/: %v; want the second and third to add (almost) none", after)
 	}
 	// The peer port.
-	key := url.PathEscape("range\x00s3://zarr/cl\x00" + a.ChunkKey(make([]int, len(a.Shape))) + "\x00x\x000\x001")
-	foreign := url.PathEscape("range\x00s3://other/store\x00k\x00x\x000\x001")
+	key := url.PathEscape(blocks.Object{Store: "s3://zarr/cl", Key: a.ChunkKey(make([]int, len(a.Shape))), Gen: "x", Size: 1}.BlockKey(0))
+	foreign := url.PathEscape(blocks.Object{Store: "s3://other/store", Key: "k", Gen: "x", Size: 1}.BlockKey(0))
 	for _, c := range []struct {
 		token, key string
 		want       int

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/codec/sharding"
@@ -51,6 +52,9 @@ type arrayView struct {
 	seq sequence
 	// recent are the shards of the last reads from a store read by ranges.
 	recent recent
+	// peerTargets are the encodings peers of other V2Transcode settings
+	// asked for, by setting (peerTarget).
+	peerTargets sync.Map
 }
 
 // newArrayView translates an array for a view; an error says why the view
@@ -125,7 +129,7 @@ func (av *arrayView) setV2(n *zarr.Node, chunk []int, chain []meta.Codec) error 
 		v2, ok := codec.ToV2(a.Type, chain, chunk)
 		if !ok {
 			var err error
-			if v2, err = av.transcodeTarget(chunk); err != nil {
+			if v2, av.target, err = av.transcodeTarget(av.fs.opts.V2Transcode, chunk); err != nil {
 				return err
 			}
 		}
@@ -160,19 +164,20 @@ func (av *arrayView) setV2(n *zarr.Node, chunk []int, chain []meta.Codec) error 
 // uncompressed or compressed with zarr-python 2's default compressor,
 // blosc lz4 level 5 with byte shuffle, which every v2 reader has and which
 // encodes several times faster than zstd level 1 (a transcode stands
-// between a reader and its first byte).
-func (av *arrayView) transcodeTarget(chunk []int) (codec.V2Chain, error) {
+// between a reader and its first byte). setting is the V2Transcode option:
+// the view's, or a peer's (see loadTranscoded).
+func (av *arrayView) transcodeTarget(setting string, chunk []int) (codec.V2Chain, *codec.Pipeline, error) {
 	t := av.a.Type
 	if t.Kind == dtype.Int || t.Kind == dtype.Uint {
 		t.Bits = 0 // sub-byte integers are one byte each once decoded
 	}
 	typestr, err := dtype.FormatV2(t, dtype.Little)
 	if err != nil {
-		return codec.V2Chain{}, fmt.Errorf("no v2 data type: %w", err)
+		return codec.V2Chain{}, nil, fmt.Errorf("no v2 data type: %w", err)
 	}
 	v2 := codec.V2Chain{DType: typestr, Order: 'C'}
-	raw := av.fs.opts.V2Transcode == TranscodeRaw
-	if av.fs.opts.V2Transcode == TranscodeAuto {
+	raw := setting == TranscodeRaw
+	if setting == TranscodeAuto {
 		_, raw = av.source.EncodedSize() // a fixed size: not compressed
 	}
 	if !raw {
@@ -184,17 +189,14 @@ func (av *arrayView) transcodeTarget(chunk []int) (codec.V2Chain, error) {
 	case dtype.Bytes:
 		v2.Filters = []json.RawMessage{json.RawMessage(`{"id":"vlen-bytes"}`)}
 	case dtype.Object:
-		return v2, fmt.Errorf("object arrays are not transcoded")
+		return v2, nil, fmt.Errorf("object arrays are not transcoded")
 	}
 	_, chain, err := codec.FromV2(t, dtype.Little, 'C', len(chunk), v2.Filters, v2.Compressor)
 	if err != nil {
-		return v2, err
+		return v2, nil, err
 	}
-	target := codec.Spec{Shape: chunk, Type: t, Fill: av.source.Spec().Fill}
-	if av.target, err = codec.NewPipeline(chain, target); err != nil {
-		return v2, err
-	}
-	return v2, nil
+	target, err := codec.NewPipeline(chain, codec.Spec{Shape: chunk, Type: t, Fill: av.source.Spec().Fill})
+	return v2, target, err
 }
 
 // v2Attributes returns the .zattrs of a node: its attributes (OME-Zarr

@@ -12,7 +12,8 @@ import (
 // rewritten shard's entries are never served again (they age out).
 //
 // The keys of the disk cache and of the cluster are in diskcache.go and
-// cluster.go: they leave the process, and name the store too.
+// cluster.go: they leave the process, and name the store too. Blocks of
+// stored objects (package blocks) are kept here under those keys too.
 
 // objectKey is the key of an objectState: what is known of a stored
 // object (for a shard, its index).

@@ -12,37 +12,37 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zarrfs/zarrfs/cache/blocks"
 	"github.com/zarrfs/zarrfs/cache/cluster"
 	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/codec/sharding"
+	"github.com/zarrfs/zarrfs/zarr/meta"
 	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
 // Keys of the cluster cache (Options.Cluster) name immutable values, so
 // no node ever needs to invalidate one:
 //
-//	range \0 STORE \0 KEY \0 GENERATION \0 OFFSET \0 LENGTH
-//	    bytes of one generation of a shard (a run of chunks, see run);
-//	index \0 STORE \0 KEY \0 SPAN \0 EPOCH
+//	block.VERSION \0 STORE \0 KEY \0 GENERATION \0 SIZE \0 BLOCK
+//	    an aligned block of one generation of a shard (package blocks);
+//	index.VERSION \0 STORE \0 KEY \0 SPAN \0 EPOCH
 //	    the index bytes of a shard (SPAN "-N": its last N bytes, "0+N" its
 //	    first) as the store held it in one revalidation interval (EPOCH
 //	    counts intervals), with the shard's generation and size.
 //
-//	transcoded \0 STORE \0 VIEW \0 ARRAY \0 COORDS \0 GENERATION
-//	    a chunk of a view re-encoded from one generation of its shard.
+//	transcoded.VERSION \0 STORE \0 SETTING \0 CODECS \0 SOURCE \0 VIEW \0 ARRAY \0 COORDS \0 GENERATION
+//	    a chunk of a view re-encoded from one generation of its shard:
+//	    SETTING is --v2-transcode, CODECS the encoding it gives, SOURCE
+//	    the chunk shape and codecs of the stored chunks.
 //
 // STORE is the store's URL: a node serves peers only keys of its store.
-
-func rangeKey(s store.Store, key string, gen store.Generation, r storedRange) string {
-	return fmt.Sprintf("range\x00%s\x00%s\x00%s\x00%d\x00%d", s, key, gen, r.off, r.n)
-}
 
 func indexKey(s store.Store, key string, span store.Span, epoch int64) string {
 	spec := fmt.Sprintf("0+%d", span.Length)
 	if span.Suffix > 0 {
 		spec = fmt.Sprintf("-%d", span.Suffix)
 	}
-	return fmt.Sprintf("index\x00%s\x00%s\x00%s\x00%d", s, key, spec, epoch)
+	return fmt.Sprintf("%s\x00%s\x00%s\x00%s\x00%d", indexKind, s, key, spec, epoch)
 }
 
 // clusterIndex is the value of an index key.
@@ -73,8 +73,8 @@ func (f *FS) peerKeyPrefix(kind string) string { return kind + "\x00" + f.store.
 
 // acceptsPeerKey reports whether a key is of this node's store.
 func (f *FS) acceptsPeerKey(k string) bool {
-	for _, kind := range []string{"range", "index", "transcoded"} {
-		if strings.HasPrefix(k, f.peerKeyPrefix(kind)) {
+	for _, p := range []string{blocks.Prefix(f.store.String()), f.peerKeyPrefix(indexKind), f.peerKeyPrefix(transcodedKind)} {
+		if strings.HasPrefix(k, p) {
 			return true
 		}
 	}
@@ -83,74 +83,103 @@ func (f *FS) acceptsPeerKey(k string) bool {
 
 // loadPeerKey loads a key this node owns, from the store.
 func (f *FS) loadPeerKey(ctx context.Context, k string) ([]byte, error) {
-	if rest, ok := strings.CutPrefix(k, f.peerKeyPrefix("range")); ok {
-		return loadRange(ctx, f.store, rest)
+	if strings.HasPrefix(k, blocks.Prefix(f.store.String())) {
+		return blocks.Load(ctx, f.store, k)
 	}
-	if rest, ok := strings.CutPrefix(k, f.peerKeyPrefix("index")); ok {
+	if rest, ok := strings.CutPrefix(k, f.peerKeyPrefix(indexKind)); ok {
 		return loadIndex(ctx, f.store, rest)
 	}
-	if rest, ok := strings.CutPrefix(k, f.peerKeyPrefix("transcoded")); ok {
+	if rest, ok := strings.CutPrefix(k, f.peerKeyPrefix(transcodedKind)); ok {
 		return f.loadTranscoded(ctx, rest)
 	}
 	return nil, fmt.Errorf("cluster key %q: not a key of %s", k, f.store)
 }
 
+// The kinds of keys lead them; their versions change whenever what a
+// key names does (its value's layout, what it depends on).
+const (
+	indexKind      = "index.1"
+	transcodedKind = "transcoded.1"
+)
+
 // transcodedKey names a chunk of a view re-encoded from one generation
-// of its shard.
-func transcodedKey(s store.Store, av *arrayView, coords []int, gen store.Generation) string {
+// of its shard, with the encoding the view's V2Transcode setting gives.
+func (av *arrayView) transcodedKey(coords []int, gen store.Generation) string {
 	c, _ := json.Marshal(coords)
-	return fmt.Sprintf("transcoded\x00%s\x00%s\x00%s\x00%s\x00%s", s, av.view, av.a.Path, c, gen)
+	return strings.Join([]string{av.fs.peerKeyPrefix(transcodedKind) + av.fs.opts.V2Transcode, av.codecs, av.sourceCodecs(), av.view.String(), av.a.Path, string(c), string(gen)}, "\x00")
+}
+
+// sourceCodecs describes how the view's stored chunks decode: their shape
+// and codecs.
+func (av *arrayView) sourceCodecs() string {
+	return fmt.Sprintf("%v %s", av.chunk, meta.ChainString(av.chain))
 }
 
 // loadTranscoded transcodes a chunk for a peer, if this node's index of
 // its shard is at the generation the peer read (an error otherwise: the
-// peer then transcodes it itself).
+// peer then transcodes it itself), with the encoding the peer's setting
+// gives, which may not be this node's.
 func (f *FS) loadTranscoded(ctx context.Context, rest string) ([]byte, error) {
 	p := strings.Split(rest, "\x00")
-	if len(p) != 4 {
+	if len(p) != 7 {
 		return nil, fmt.Errorf("bad transcoded key %q", rest)
 	}
+	setting, codecs, source, viewName, path, gen := p[0], p[1], p[2], p[3], p[4], store.Generation(p[6])
 	var coords []int
-	if err := json.Unmarshal([]byte(p[2]), &coords); err != nil {
+	if err := json.Unmarshal([]byte(p[5]), &coords); err != nil {
 		return nil, fmt.Errorf("bad transcoded key %q", rest)
 	}
 	view := V3
-	if p[0] == V2.String() {
+	if viewName == V2.String() {
 		view = V2
 	}
 	f.meta.RLock()
-	av := f.arrays[p[1]][view]
+	av := f.arrays[path][view]
 	f.meta.RUnlock()
-	if av == nil || av.target == nil || len(coords) != len(av.grid) {
+	if av == nil || av.target == nil || len(coords) != len(av.grid) || source != av.sourceCodecs() {
 		return nil, fmt.Errorf("transcoded key %q: no such transcoded view", rest)
+	}
+	target, err := av.peerTarget(setting, codecs)
+	if err != nil {
+		return nil, fmt.Errorf("transcoded key %q: %w", rest, err)
 	}
 	loc, ok, err := av.locate(ctx, coords, false)
 	switch {
 	case err != nil:
 		return nil, err
-	case !ok || loc.data != nil || loc.gen != store.Generation(p[3]):
+	case !ok || loc.data != nil || loc.gen != gen:
 		return nil, fmt.Errorf("transcoded key %q: this node sees another generation", rest)
 	}
-	return av.transcode(ctx, coords, loc)
+	return av.transcode(ctx, coords, loc, target)
 }
 
-// loadRange reads a range of one generation: a 412 is an error, never a
-// value.
-func loadRange(ctx context.Context, s store.Store, rest string) ([]byte, error) {
-	f := strings.Split(rest, "\x00")
-	if len(f) != 4 {
-		return nil, fmt.Errorf("bad range key %q", rest)
+// peerTarget returns the codecs a peer's V2Transcode setting encodes the
+// view's chunks with, which must give the peer's codecs description.
+func (av *arrayView) peerTarget(setting, codecs string) (*codec.Pipeline, error) {
+	if setting == av.fs.opts.V2Transcode && codecs == av.codecs {
+		return av.target, nil
 	}
-	off, err1 := strconv.ParseInt(f[2], 10, 64)
-	n, err2 := strconv.ParseInt(f[3], 10, 64)
-	if err1 != nil || err2 != nil || off < 0 || n < 0 || n > coalesceMax {
-		return nil, fmt.Errorf("bad range key %q", rest)
+	if setting != TranscodeRaw && setting != TranscodeBloscLZ4 && setting != TranscodeAuto {
+		return nil, fmt.Errorf("no --v2-transcode setting %q", setting)
 	}
-	buf := make([]byte, n)
-	if err := s.ReadAt(ctx, f[0], store.Generation(f[1]), buf, off); err != nil {
-		return nil, err
+	t, ok := av.peerTargets.Load(setting)
+	if !ok {
+		v2, target, err := av.transcodeTarget(setting, av.chunk)
+		if err != nil {
+			return nil, err
+		}
+		t, _ = av.peerTargets.LoadOrStore(setting, peerTarget{target, v2String(v2)})
 	}
-	return buf, nil
+	if pt := t.(peerTarget); pt.codecs == codecs {
+		return pt.target, nil
+	}
+	return nil, fmt.Errorf("the setting %q encodes other codecs here than %s", setting, codecs)
+}
+
+// peerTarget is how a peer's V2Transcode setting encodes a view's chunks.
+type peerTarget struct {
+	target *codec.Pipeline
+	codecs string // as in arrayView.codecs
 }
 
 // loadIndex reads the index bytes of a shard; a missing shard is a value.
@@ -222,28 +251,6 @@ func (av *arrayView) clusterShardIndex(ctx context.Context, key string) (*shardi
 // from the store instead (cluster.Check). A peer holding the token can
 // still name a shard missing or at another generation: an index carries
 // no proof of either.
-
-// rangeCheck checks the bytes of span, the chunks of run: their length,
-// and each chunk's crc32c when the array's chunks end with one.
-func (av *arrayView) rangeCheck(span storedRange, run []storedRange) cluster.Check {
-	crc := len(av.chain) > 0 && codec.IsTrailingCRC32C(av.chain[len(av.chain)-1])
-	return cluster.Check{
-		Size: func(n int64) error {
-			if n != span.n {
-				return fmt.Errorf("%d bytes for a range of %d", n, span.n)
-			}
-			return nil
-		},
-		Value: func(b []byte) error {
-			for _, r := range run {
-				if crc && !codec.EndsWithCRC32C(b[r.off-span.off:r.off-span.off+r.n]) {
-					return fmt.Errorf("crc32c of the inner chunk at offset %d does not match", r.off)
-				}
-			}
-			return nil
-		},
-	}
-}
 
 // indexCheck checks a shard's index: its size, and that it decodes
 // (with its crc32c when the index codecs have one).

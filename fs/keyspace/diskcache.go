@@ -12,7 +12,8 @@ import (
 // what a mount fetched so that a remount does not fetch it again: shard
 // indexes with the generation they belong to (revalidated with one
 // conditional request, which costs no body when the shard is unchanged)
-// and chunk bytes by shard generation and offset (never stale).
+// and the aligned blocks of shards' bytes by shard generation (never
+// stale; see fetchRange and package blocks).
 
 // diskIndex is a shard index as the disk cache keeps it.
 type diskIndex struct {
@@ -23,11 +24,7 @@ type diskIndex struct {
 }
 
 func (av *arrayView) diskIndexKey(key string) string {
-	return fmt.Sprintf("index\x00%s\x00%s", av.fs.store, key)
-}
-
-func diskRangeKey(s store.Store, key string, gen store.Generation, off, n int64) string {
-	return fmt.Sprintf("range\x00%s\x00%s\x00%s\x00%d\x00%d", s, key, gen, off, n)
+	return fmt.Sprintf("%s\x00%s\x00%s", indexKind, av.fs.store, key)
 }
 
 // cachedIndex returns the state of the shard at key the disk cache holds,

@@ -4,15 +4,12 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"errors"
-	"fmt"
 	"math"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/zarrfs/zarrfs/zarr/nd"
-	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
 // Stores that do not open files (object stores, web servers) cost a round
@@ -25,7 +22,9 @@ import (
 // read up to coalesceMax, and becomes dense: its remaining chunks are
 // fetched ahead of the readers (readAhead.fetchShard). A span never crosses
 // a gap over coalesceGap and stops at a chunk cached or being fetched, so
-// concurrent readers do not fetch bytes twice.
+// concurrent readers do not fetch bytes twice. A span is read from the
+// aligned blocks that cover it (fetchRange), the unit of the disk cache
+// and the cluster.
 const (
 	coalesceGap = 1 << 20
 	coalesceMax = 8 << 20
@@ -164,11 +163,6 @@ func (av *arrayView) readRange(ctx context.Context, loc location) ([]byte, error
 	// Other readers of the chunk wait for this load: each leaves when its
 	// request is interrupted, and the fetch stops when all have.
 	v, err := f.cache.GetOrLoad(ctx, key, func(ctx context.Context) (any, int64, error) {
-		if dc := f.opts.DiskCache; dc != nil {
-			if b, ok := dc.Get(diskRangeKey(f.store, loc.key, loc.gen, loc.off, loc.n)); ok && int64(len(b)) == loc.n {
-				return b, int64(len(b)), nil
-			}
-		}
 		for range 3 {
 			// Cached by a fetch that ended since this load began, or held
 			// by one under way: wait for it.
@@ -199,21 +193,6 @@ func (av *arrayView) readRange(ctx context.Context, loc location) ([]byte, error
 		return nil, err
 	}
 	return v.([]byte), nil
-}
-
-// fromDisk brings the chunk at loc from the disk cache to memory, and
-// reports whether it did.
-func (av *arrayView) fromDisk(loc location) bool {
-	dc := av.fs.opts.DiskCache
-	if dc == nil {
-		return false
-	}
-	b, ok := dc.Get(diskRangeKey(av.fs.store, loc.key, loc.gen, loc.off, loc.n))
-	if !ok || int64(len(b)) != loc.n {
-		return false
-	}
-	av.fs.cache.Add(chunkRangeKey(loc), b, loc.n)
-	return true
 }
 
 // span is one ranged read of a shard: the chunks it fetches, in offset
@@ -275,20 +254,15 @@ func (av *arrayView) fetchSpan(ctx context.Context, loc location, sp *span) ([]b
 	if err != nil {
 		return nil, err
 	}
-	f.counts.fetchedBytes.Add(uint64(r.n))
-	if f.cluster == nil {
-		// The read was tied to the shard's generation: the shard is
-		// unchanged, and needs no check for another interval.
+	if f.cluster == nil && f.opts.DiskCache == nil {
+		// The read went to the store tied to the shard's generation: the
+		// shard is unchanged, and needs no check for another interval.
 		av.confirmed(loc, started)
 	}
 	var own []byte
-	dc := f.opts.DiskCache
 	for _, c := range sp.chunks {
 		b := bytes.Clone(buf[c.off-r.off : c.off-r.off+c.n])
 		f.cache.Add(chunkRangeKey(location{key: loc.key, gen: loc.gen, off: c.off}), b, int64(len(b)))
-		if dc != nil {
-			dc.Put(diskRangeKey(f.store, loc.key, loc.gen, c.off, c.n), b)
-		}
 		if c.off == loc.off {
 			own = b
 		}
@@ -306,33 +280,6 @@ func (av *arrayView) confirmed(loc location, t time.Time) {
 	if s := v.(*objectState); s.exists && s.info.Generation == loc.gen && s.checked.Load() < t.UnixNano() {
 		s.checked.Store(t.UnixNano())
 	}
-}
-
-// fetchRange reads span of the shard at loc's generation, the chunks of
-// run: from the cluster when there is one (the span's owner reads it from
-// the store once for every mount), else from the store.
-func (av *arrayView) fetchRange(ctx context.Context, loc location, span storedRange, run []storedRange) ([]byte, error) {
-	f := av.fs
-	if len(run) > 1 {
-		f.counts.coalesced.Add(uint64(len(run) - 1))
-	}
-	if c := f.cluster; c != nil {
-		b, err := c.Get(ctx, rangeKey(f.store, loc.key, loc.gen, span), av.rangeCheck(span, run))
-		if err == nil && int64(len(b)) != span.n {
-			err = fmt.Errorf("%s: the cluster gave %d bytes for a range of %d", loc.key, len(b), span.n)
-		}
-		if errors.Is(err, store.ErrPrecondition) {
-			return nil, errStale
-		}
-		return b, err
-	}
-	f.counts.rangeReads.Add(1)
-	buf := make([]byte, span.n)
-	err := f.store.ReadAt(ctx, loc.key, loc.gen, buf, span.off)
-	if errors.Is(err, store.ErrPrecondition) {
-		return nil, errStale
-	}
-	return buf, err
 }
 
 // following returns the chunk at loc and up to want-1 chunks stored right

@@ -294,6 +294,7 @@ func ignoreNotFound(err error) error {
 type location struct {
 	key    string
 	gen    store.Generation
+	size   int64 // of the stored object
 	mtime  time.Time
 	off, n int64
 	data   []byte
@@ -326,7 +327,7 @@ func (av *arrayView) locate(ctx context.Context, coords []int, fresh bool) (loc 
 	if !s.exists {
 		return loc, false, nil
 	}
-	loc = location{key: key, gen: s.info.Generation, mtime: s.info.ModTime, n: s.info.Size}
+	loc = location{key: key, gen: s.info.Generation, size: s.info.Size, mtime: s.info.ModTime, n: s.info.Size}
 	if s.index != nil {
 		if loc.off, loc.n, ok = s.index.Chunk(local); !ok {
 			return loc, false, nil

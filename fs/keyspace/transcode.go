@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/zarr/nd"
 )
 
@@ -22,11 +23,11 @@ func (av *arrayView) transcoded(ctx context.Context, coords []int, loc location)
 	v, err := f.cache.GetOrLoad(f.loadContext(ctx), av.transcodeKey(coords, loc.gen), func(ctx context.Context) (any, int64, error) {
 		if f.cluster != nil && loc.data == nil {
 			// The chunk's owner in the cluster transcodes it once for all.
-			if b, err := f.cluster.Get(ctx, transcodedKey(f.store, av, coords, loc.gen), av.transcodedCheck(ctx, coords, loc)); err == nil {
+			if b, err := f.cluster.Get(ctx, av.transcodedKey(coords, loc.gen), av.transcodedCheck(ctx, coords, loc)); err == nil {
 				return b, int64(cap(b)), nil
 			}
 		}
-		b, err := av.transcode(ctx, coords, loc)
+		b, err := av.transcode(ctx, coords, loc, av.target)
 		return b, int64(cap(b)), err
 	})
 	if err != nil {
@@ -35,8 +36,9 @@ func (av *arrayView) transcoded(ctx context.Context, coords []int, loc location)
 	return v.([]byte), nil
 }
 
-// transcode re-encodes the chunk at coords, stored at loc, here.
-func (av *arrayView) transcode(ctx context.Context, coords []int, loc location) ([]byte, error) {
+// transcode re-encodes the chunk at coords, stored at loc, here with
+// target (the view's codecs, or those a peer asks for).
+func (av *arrayView) transcode(ctx context.Context, coords []int, loc location, target *codec.Pipeline) ([]byte, error) {
 	f := av.fs
 	stored, done, err := av.readStoredScratch(ctx, loc)
 	if err != nil {
@@ -50,8 +52,8 @@ func (av *arrayView) transcode(ctx context.Context, coords []int, loc location) 
 	}
 	// Sub-byte integers decode to one byte each, which is what the view's
 	// one-byte type stores.
-	chunk.Type = av.target.Spec().Type
-	b, err := av.target.Encode(chunk)
+	chunk.Type = target.Spec().Type
+	b, err := target.Encode(chunk)
 	if err != nil {
 		done()
 		return nil, fmt.Errorf("transcode %s chunk %v: %w", av.path, coords, err)
@@ -322,7 +324,7 @@ func (r *readAhead) fetchChunk(ctx context.Context, av *arrayView, coords []int,
 	if err != nil || !ok || loc.data != nil || av.fs.cache.Contains(chunkRangeKey(loc)) {
 		return true, true
 	}
-	if _, held := av.fs.fetching.Load(chunkRangeKey(loc)); held || av.fromDisk(loc) {
+	if _, held := av.fs.fetching.Load(chunkRangeKey(loc)); held {
 		return true, true
 	}
 	select {
@@ -371,7 +373,7 @@ func (r *readAhead) fetchSpan(av *arrayView, loc location) {
 // fetchShard fetches, ahead of its readers, the chunks of a dense shard
 // (see touched) neither cached nor being fetched: spans of up to
 // coalesceMax, as many at once as remoteFetchesAhead allows, by one walk
-// per shard at a time. Chunks in the disk cache are brought to memory.
+// per shard at a time.
 func (r *readAhead) fetchShard(av *arrayView, loc location) {
 	if r.depth == 0 {
 		return
@@ -395,9 +397,9 @@ func (r *readAhead) fetchShard(av *arrayView, loc location) {
 			if budget -= c.n; budget < 0 {
 				return
 			}
-			l := location{key: loc.key, gen: loc.gen, off: c.off, n: c.n}
+			l := location{key: loc.key, gen: loc.gen, off: c.off, n: c.n, size: loc.size}
 			k := chunkRangeKey(l)
-			if _, held := av.fs.fetching.Load(k); held || av.fs.cache.Contains(k) || av.fromDisk(l) {
+			if _, held := av.fs.fetching.Load(k); held || av.fs.cache.Contains(k) {
 				continue
 			}
 			select {
