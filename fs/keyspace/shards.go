@@ -364,7 +364,7 @@ func (av *arrayView) locateUnchecked(ctx context.Context, coords []int) (loc loc
 	if s.gen != f.generation(key) || s.err != nil || !s.exists || s.index == nil {
 		return loc, false, nil
 	}
-	loc = location{key: key, gen: s.info.Generation, mtime: s.info.ModTime}
+	loc = location{key: key, gen: s.info.Generation, size: s.info.Size, mtime: s.info.ModTime}
 	if loc.off, loc.n, ok = s.index.Chunk(local); !ok || f.cache.Contains(chunkRangeKey(loc)) {
 		return loc, false, nil
 	}
