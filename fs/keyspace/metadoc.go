@@ -35,12 +35,17 @@ func (f *FS) writeDoc(ctx context.Context, vn *vnode, v View, name string, conte
 			f.logOnce(ctx, joinPath(n.Path, name), "metadata edit refused", "error", err)
 			return fmt.Errorf("%w: %s: %v", ErrInvalid, joinPath(n.Path, name), err)
 		}
+		if names, rest, ok := f.createdDimensions(n, attrs); ok {
+			return f.setDimensionNames(ctx, n, names, rest)
+		}
 	case v == V3 && name == zarr.ZarrJSON:
 		var err error
 		if attrs, err = f.v3Attributes(vn, content); err != nil {
 			f.logOnce(ctx, joinPath(n.Path, name), "metadata edit refused", "error", err)
 			return err
 		}
+	case v == V2 && name == zarr.ZMetadata:
+		return f.acceptConsolidated(ctx, joinPath(n.Path, name), content)
 	default:
 		f.logOnce(ctx, joinPath(n.Path, name), "metadata edit refused: only attributes are writable")
 		return fmt.Errorf("%w: %s is not writable", ErrPermission, joinPath(n.Path, name))
@@ -215,19 +220,27 @@ func (f *FS) applyAttributes(n *zarr.Node, attrs json.RawMessage) error {
 		}
 		vn.docs = docs
 	}
-	if root := f.vnodes[V2][""]; root != nil && root.arr == nil {
-		zmeta, err := consolidated(root)
-		errs = append(errs, err)
-		// Readers hold the old slice without the lock: replace it.
-		docs := slices.Clone(root.docs)
-		for i := range docs {
-			if docs[i].name == zarr.ZMetadata {
-				docs[i].data = zmeta
-			}
-		}
-		root.docs = docs
-	}
+	errs = append(errs, f.reconsolidate())
 	return errors.Join(errs...)
+}
+
+// reconsolidate rebuilds the v2 view's .zmetadata after a change of the
+// documents it gathers; FS.meta is held.
+func (f *FS) reconsolidate() error {
+	root := f.vnodes[V2][""]
+	if root == nil || root.arr != nil {
+		return nil
+	}
+	zmeta, err := consolidated(root)
+	// Readers hold the old slice without the lock: replace it.
+	docs := slices.Clone(root.docs)
+	for i := range docs {
+		if docs[i].name == zarr.ZMetadata {
+			docs[i].data = zmeta
+		}
+	}
+	root.docs = docs
+	return err
 }
 
 // nodeDocs returns the metadata documents of a node's directory in a view.
