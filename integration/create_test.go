@@ -2,11 +2,16 @@ package integration_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/zarrfs/zarrfs/zarr"
@@ -90,14 +95,6 @@ func checkSharded(t *testing.T, dir, path string) *meta.ArrayV3 {
 	return a
 }
 
-// zarrfsCheck runs zarrfs check on the store, which must pass.
-func zarrfsCheck(t *testing.T, dir string) {
-	t.Helper()
-	if out, err := exec.Command(zarrfsBin, "check", dir).CombinedOutput(); err != nil {
-		t.Errorf("zarrfs check: %v\n%s", err, out)
-	}
-}
-
 // TestCreateZarrPython: zarr-python 2.13 creates a group and two arrays
 // (Zstd; Blosc with order F and a fill value) through MNT/v2 and writes
 // them. Each .zarray reads back as zarr-python wrote it; after unmount the
@@ -144,7 +141,7 @@ func TestCreateZarrPython(t *testing.T) {
 			t.Errorf("zarrita reads %s from the store: %q, digest %s; zarr-python wrote %s", name, z.Error, z.SHA256, r.SHA256)
 		}
 	}
-	zarrfsCheck(t, dir)
+	checkStore(t, dir)
 }
 
 // nativeScript writes a native Zarr v2 store nobody has seen: a group and
@@ -224,7 +221,7 @@ func TestCreateCopyNativeV2(t *testing.T) {
 	if z := o.ZarritaAll(t, dir)["copied/temp"]; z.Error != "" || z.SHA256 != want.SHA256 {
 		t.Errorf("zarrita reads copied/temp from the store: %q, digest %s; the source's %s", z.Error, z.SHA256, want.SHA256)
 	}
-	zarrfsCheck(t, dir)
+	checkStore(t, dir)
 	t.Logf("%d chunks copied into %d files", want.Chunks, files)
 }
 
@@ -244,4 +241,147 @@ func jsonHas(shown, written any) bool {
 		}
 	}
 	return true
+}
+
+// TestCreateV3View: a group zarr.json and an unsharded array zarr.json
+// written into directories made in MNT/v3, one chunk of the array written
+// before its zarr.json (held by the pending directory) and one after.
+// After unmount the array is stored sharded, the chunks hold what was
+// written and the rest the fill value, as zarrita reads the store.
+func TestCreateV3View(t *testing.T) {
+	o := zarrtest.NewOracle(t)
+	dir := t.TempDir()
+	v3Root(t, dir)
+	m := mount(t, dir)
+	grp := filepath.Join(m.Dir, "v3", "grp")
+	arr := filepath.Join(grp, "arr")
+	const arrayJSON = `{"zarr_format":3,"node_type":"array","shape":[4,4],"data_type":"uint16",
+		"chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2,1]}},
+		"chunk_key_encoding":{"name":"default","configuration":{"separator":"/"}},
+		"fill_value":7,"codecs":[{"name":"bytes","configuration":{"endian":"little"}}],"attributes":{"a":1}}`
+	steps := []struct {
+		what string
+		err  error
+	}{
+		{"mkdir grp", os.Mkdir(grp, 0o755)},
+		{"mkdir grp/arr", os.Mkdir(arr, 0o755)},
+		{"mkdir grp/arr/c/0", os.MkdirAll(filepath.Join(arr, "c", "0"), 0o755)},
+		{"write chunk c/0/1 before the metadata", writeTrunc(filepath.Join(arr, "c", "0", "1"), []byte{1, 0, 2, 0})},
+		{"write arr/zarr.json before the group's", writeTrunc(filepath.Join(arr, "zarr.json"), []byte(arrayJSON))},
+		{"write grp/zarr.json", writeTrunc(filepath.Join(grp, "zarr.json"), []byte(`{"zarr_format":3,"node_type":"group","attributes":{"g":2}}`))},
+		{"mkdir grp/arr/c/1", os.MkdirAll(filepath.Join(arr, "c", "1"), 0o755)},
+		{"write chunk c/1/3 after the metadata", writeTrunc(filepath.Join(arr, "c", "1", "3"), []byte{3, 0, 4, 0})},
+	}
+	for _, s := range steps {
+		if s.err != nil {
+			t.Fatalf("%s: %v\nzarrfs log:\n%s", s.what, s.err, m.Log())
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(arr, "c", "0", "1")); err != nil || !slices.Equal(b, []byte{1, 0, 2, 0}) {
+		t.Errorf("chunk c/0/1 through the mount: %v, %v", b, err)
+	}
+	if err := m.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	a := checkSharded(t, dir, "grp/arr")
+	if !slices.Equal(a.ChunkShape, []int{4, 4}) || string(a.Attributes) != `{"a":1}` {
+		t.Errorf("the stored array: shard shape %v, attributes %s; want [4 4] (the whole array fits in one shard), {\"a\":1}", a.ChunkShape, a.Attributes)
+	}
+	want := make([]byte, 32)
+	for i := range 16 {
+		want[2*i] = 7
+	}
+	// Element (r, c) is at 2*(4r+c); chunk (i, j) covers rows 2i, 2i+1 of column j.
+	copy(want[2*1:], []byte{1, 0})
+	copy(want[2*5:], []byte{2, 0})
+	copy(want[2*11:], []byte{3, 0})
+	copy(want[2*15:], []byte{4, 0})
+	if z := o.Zarrita(t, dir, "grp/arr"); z.Error != "" || z.SHA256 != sha256Hex(want) {
+		t.Errorf("zarrita reads grp/arr from the store: %q, digest %s; want %s", z.Error, z.SHA256, sha256Hex(want))
+	}
+	checkStore(t, dir)
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// TestCreateRefused: metadata that cannot create a node fails the
+// writer's close with EINVAL (EPERM where creation is not allowed), logs
+// the key and the reason, and leaves the store unchanged; a directory
+// whose metadata never arrives is dropped at unmount, and the log says
+// so.
+func TestCreateRefused(t *testing.T) {
+	dir := t.TempDir()
+	v3Root(t, dir)
+	before := storeFiles(t, dir)
+	m := mount(t, dir)
+	v2 := filepath.Join(m.Dir, "v2")
+	for _, d := range []string{"codec", "limits", "garbage", "v3garbage", "orphan"} {
+		if err := os.Mkdir(filepath.Join(v2, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Mkdir(filepath.Join(m.Dir, "v3", "v3garbage"), 0o755)
+	cases := []struct {
+		name, path, doc string
+		want            syscall.Errno
+	}{
+		{"a codec with no v3 equivalent", "v2/codec/.zarray",
+			`{"zarr_format":2,"shape":[10],"chunks":[5],"dtype":"<i4","compressor":{"id":"nosuchcodec"},"fill_value":0,"order":"C","filters":null}`, syscall.EINVAL},
+		{"a chunk beyond the limits", "v2/limits/.zarray",
+			`{"zarr_format":2,"shape":[1000000000000],"chunks":[1000000000000],"dtype":"<f8","compressor":null,"fill_value":0,"order":"C","filters":null}`, syscall.EINVAL},
+		{"not v2 metadata", "v2/garbage/.zarray", `{"zarr_format":2,"shape":"big"}`, syscall.EINVAL},
+		{"not v3 metadata", "v3/v3garbage/zarr.json", `{"zarr_format":3,"node_type":"array"}`, syscall.EINVAL},
+	}
+	for _, c := range cases {
+		if err := writeTrunc(filepath.Join(m.Dir, c.path), []byte(c.doc)); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+		key := strings.TrimPrefix(strings.TrimPrefix(c.path, "v2/"), "v3/")
+		if !strings.Contains(m.Log(), "key="+key) {
+			t.Errorf("%s: the log does not name %s:\n%s", c.name, key, m.Log())
+		}
+	}
+	if err := os.Mkdir(filepath.Join(v2, "orphan", "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeTrunc(filepath.Join(v2, "orphan", "sub", "0.0"), []byte("chunk")); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	requireSameFiles(t, before, storeFiles(t, dir))
+	if !strings.Contains(m.Log(), "directory dropped at unmount") || !strings.Contains(m.Log(), "path=orphan files=1") {
+		t.Errorf("the log does not name the directory dropped at unmount:\n%s", m.Log())
+	}
+}
+
+// TestCreateUnsharded: with --new-shards unsharded, an array created
+// through the v2 view is stored as written (v3, unsharded).
+func TestCreateUnsharded(t *testing.T) {
+	dir := t.TempDir()
+	v3Root(t, dir)
+	m := mount(t, dir, "--new-shards", "unsharded")
+	a := filepath.Join(m.Dir, "v2", "a")
+	if err := os.Mkdir(a, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeRename(filepath.Join(a, ".zarray"), []byte(`{"zarr_format":2,"shape":[6],"chunks":[3],"dtype":"<u1","compressor":null,"fill_value":0,"order":"C","filters":null}`)); err != nil {
+		t.Fatalf("%v\n%s", err, m.Log())
+	}
+	if err := writeRename(filepath.Join(a, "1"), []byte{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	stop(t, m, dir)
+	stored := createdArray(t, dir, "a")
+	if !slices.Equal(stored.ChunkShape, []int{3}) || meta.ChainString(stored.Codecs) != "bytes" {
+		t.Errorf("stored with chunks %v, codecs %s; want [3], bytes (unsharded)", stored.ChunkShape, meta.ChainString(stored.Codecs))
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "a", "1")); err != nil || !slices.Equal(b, []byte{1, 2, 3}) {
+		t.Errorf("chunk 1 in the store: %v, %v", b, err)
+	}
+	checkStore(t, dir)
 }

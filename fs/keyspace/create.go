@@ -211,6 +211,9 @@ func (f *FS) newNode(v View, dir, name string, content []byte) (*newNode, error)
 	if err != nil {
 		return nil, err
 	}
+	if err := chunkFits(n.Array); err != nil {
+		return nil, err
+	}
 	if nn.doc, err = doc.Marshal(); err != nil {
 		return nil, err
 	}
@@ -711,4 +714,20 @@ func (d *Dir) makeChunkDir(ctx context.Context, name string) bool {
 		return false
 	}
 	return true
+}
+
+// chunkFits refuses an array whose chunks (inner chunks) the views could
+// not hold in memory, to serve or to take a write.
+func chunkFits(a *zarr.Array) error {
+	if a == nil {
+		return nil
+	}
+	chunk := a.ChunkShape
+	if sh := a.Sharding(); sh != nil {
+		chunk = sh.ChunkShape()
+	}
+	if n, ok := nd.SizeFits(chunk); !ok || n > codec.MaxDecodedSize/max(a.Type.Size, 1) {
+		return fmt.Errorf("a chunk of shape %v holds more than the %d bytes zarrfs serves as one file", chunk, codec.MaxDecodedSize)
+	}
+	return nil
 }
