@@ -54,6 +54,7 @@ with tempfile.TemporaryDirectory() as local:
             "zarray": "same" if all(shown.get(k) == v for k, v in written.items()) else "written %s, shown %s" % (written, shown),
         }
 out["title"] = zarr.open_group(os.path.join(mnt, "v2", "grp"), mode="r").attrs.get("title")
+zarr.consolidate_metadata(os.path.join(mnt, "v2"))  # writes the root's .zmetadata
 print(json.dumps(out))
 `
 
@@ -96,8 +97,8 @@ func checkSharded(t *testing.T, dir, path string) *meta.ArrayV3 {
 }
 
 // TestCreateZarrPython: zarr-python 2.13 creates a group and two arrays
-// (Zstd; Blosc with order F and a fill value) through MNT/v2 and writes
-// them. Each .zarray reads back as zarr-python wrote it; after unmount the
+// (Zstd; Blosc with order F and a fill value) through MNT/v2, writes
+// them and consolidates the metadata. Each .zarray reads back as zarr-python wrote it; after unmount the
 // store holds them as sharded v3 arrays, which zarrita reads (no zarrfs)
 // as written, and zarrfs check passes.
 func TestCreateZarrPython(t *testing.T) {
@@ -382,6 +383,60 @@ func TestCreateUnsharded(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "a", "1")); err != nil || !slices.Equal(b, []byte{1, 2, 3}) {
 		t.Errorf("chunk 1 in the store: %v, %v", b, err)
+	}
+	checkStore(t, dir)
+}
+
+// xarrayCreateScript writes a small dataset with xarray's to_zarr
+// (mode="w", consolidated) into a new path of MNT/v2, reads it back
+// through the mount, and prints the digest of its data variable.
+const xarrayCreateScript = `
+import hashlib, json, sys
+import numpy as np, pandas as pd, xarray as xr
+path = sys.argv[1]
+t = np.arange(24, dtype="<f4").reshape(4, 6) / 4
+ds = xr.Dataset({"temperature": (("time", "lat"), t)},
+                coords={"time": pd.date_range("2000-01-01", periods=4), "lat": np.linspace(-50.0, 50.0, 6)},
+                attrs={"title": "xarray"})
+ds.to_zarr(path, mode="w")
+back = xr.open_zarr(path)
+print(json.dumps({
+    "same": bool(back.temperature.equals(ds.temperature)) and bool(back.time.equals(ds.time)) and back.attrs.get("title") == "xarray",
+    "sha256": hashlib.sha256(t.tobytes()).hexdigest(),
+}))
+`
+
+// TestCreateXarray: xarray's to_zarr(mode="w") of a small dataset into a
+// new path of MNT/v2 reads back the same through the mount; after unmount
+// the store holds sharded v3 arrays with dimension names, which zarrita
+// reads as written.
+func TestCreateXarray(t *testing.T) {
+	zarrtest.RequirePython(t, "zarr", "xarray", "pandas")
+	o := zarrtest.NewOracle(t)
+	dir := t.TempDir()
+	v3Root(t, dir)
+	m := mount(t, dir)
+	out, err := exec.Command("/usr/bin/python3", "-c", xarrayCreateScript, filepath.Join(m.Dir, "v2", "ds")).Output()
+	if err != nil {
+		t.Fatalf("xarray: %v\n%s\nzarrfs log:\n%s", err, stderrOf(err), m.Log())
+	}
+	var got struct {
+		Same   bool
+		SHA256 string
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if !got.Same {
+		t.Errorf("the dataset xarray reads back through the mount differs from the one it wrote")
+	}
+	stop(t, m, dir)
+	a := checkSharded(t, dir, "ds/temperature")
+	if names := a.DimensionNames; len(names) != 2 || *names[0] != "time" || *names[1] != "lat" {
+		t.Errorf("dimension_names of ds/temperature: %v; want time, lat", names)
+	}
+	if z := o.Zarrita(t, dir, "ds/temperature"); z.Error != "" || z.SHA256 != got.SHA256 {
+		t.Errorf("zarrita reads ds/temperature from the store: %q, digest %s; xarray wrote %s", z.Error, z.SHA256, got.SHA256)
 	}
 	checkStore(t, dir)
 }
