@@ -310,8 +310,9 @@ func sha256Hex(b []byte) string {
 }
 
 // TestCreateRefused: metadata that cannot create a node fails the
-// writer's close with EINVAL (EPERM where creation is not allowed), logs
-// the key and the reason, and leaves the store unchanged; a directory
+// writer's close with EINVAL, logs the key and the reason, and leaves the
+// store unchanged; mkdir of a name the store keeps for its own files
+// (its state directory, lock and temporary files) is EPERM; a directory
 // whose metadata never arrives is dropped at unmount, and the log says
 // so.
 func TestCreateRefused(t *testing.T) {
@@ -344,6 +345,11 @@ func TestCreateRefused(t *testing.T) {
 		key := strings.TrimPrefix(strings.TrimPrefix(c.path, "v2/"), "v3/")
 		if !strings.Contains(m.Log(), "key="+key) {
 			t.Errorf("%s: the log does not name %s:\n%s", c.name, key, m.Log())
+		}
+	}
+	for _, name := range []string{".zarrfs", "x.__lock", "y.zarrfs-tmp-1"} {
+		if err := os.Mkdir(filepath.Join(v2, name), 0o755); !errors.Is(err, syscall.EPERM) {
+			t.Errorf("mkdir %s, a name the store keeps for its own files: %v, want EPERM", name, err)
 		}
 	}
 	if err := os.Mkdir(filepath.Join(v2, "orphan", "sub"), 0o755); err != nil {

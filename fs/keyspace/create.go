@@ -731,3 +731,14 @@ func chunkFits(a *zarr.Array) error {
 	}
 	return nil
 }
+
+// mkdirPending makes the pending directory name in d, unless the name is
+// one stores keep for their machinery (a node there would write into it).
+func (d *Dir) mkdirPending(ctx context.Context, name string) error {
+	p := joinPath(d.path, name)
+	if store.Reserved(name) {
+		d.fs.logOnce(ctx, p, "mkdir refused: the name is reserved for the store's own files")
+		return fmt.Errorf("%w: %s: a name reserved for the store's own files", ErrPermission, p)
+	}
+	return d.fs.temps.mkdir(d.view, p)
+}

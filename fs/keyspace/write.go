@@ -587,7 +587,7 @@ func (d *Dir) Mkdir(ctx context.Context, name string) error {
 		return ErrExists
 	}
 	if d.holdsNewNodes() {
-		return d.fs.temps.mkdir(d.view, joinPath(d.path, name))
+		return d.mkdirPending(ctx, name)
 	}
 	if d.makeChunkDir(ctx, name) {
 		return nil
