@@ -118,7 +118,9 @@ func (f *FS) loadTranscoded(ctx context.Context, rest string) ([]byte, error) {
 	if p[0] == V2.String() {
 		view = V2
 	}
-	av := f.arrayViews(p[1])[view]
+	f.meta.RLock()
+	av := f.arrays[p[1]][view]
+	f.meta.RUnlock()
 	if av == nil || av.target == nil || len(coords) != len(av.grid) {
 		return nil, fmt.Errorf("transcoded key %q: no such transcoded view", rest)
 	}

@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"path"
 	"slices"
@@ -60,7 +59,7 @@ func (d *Dir) holdsNewNodes() bool {
 	if d.pending {
 		return true
 	}
-	return d.node != nil && d.node.arr == nil && d.node.node != nil && d.node.node.Format != 2
+	return d.node != nil && d.fs.arrayOf(d.node) == nil && d.node.node != nil && d.node.node.Format != 2
 }
 
 // current returns the directory d stands for now: a pending directory
@@ -374,7 +373,7 @@ func (f *FS) addNode(ctx context.Context, nn *newNode) {
 		i, _ := slices.BinarySearch(parent.names, name)
 		parent.names = slices.Insert(slices.Clone(parent.names), i, name) // readers hold the old one
 	}
-	err := f.reconsolidate()
+	err := f.refreshConsolidated()
 	f.meta.Unlock()
 	if err != nil {
 		f.logOnce(ctx, "", "no .zmetadata in the v2 view", "error", err)
@@ -448,28 +447,6 @@ func (f *FS) acceptConsolidated(ctx context.Context, key string, content []byte)
 		return fmt.Errorf("%w: %s: %v", ErrInvalid, key, err)
 	}
 	return nil
-}
-
-// child returns a node directory's child node.
-func (f *FS) child(vn *vnode, name string) (*vnode, bool) {
-	f.meta.RLock()
-	defer f.meta.RUnlock()
-	c, ok := vn.children[name]
-	return c, ok
-}
-
-// childNames returns the names of a node directory's child nodes, sorted.
-func (f *FS) childNames(vn *vnode) []string {
-	f.meta.RLock()
-	defer f.meta.RUnlock()
-	return vn.names
-}
-
-// arrayViews returns how each view shows the array at p.
-func (f *FS) arrayViews(p string) map[View]*arrayView {
-	f.meta.RLock()
-	defer f.meta.RUnlock()
-	return maps.Clone(f.arrays[p])
 }
 
 // mkdir makes a pending directory.
@@ -699,7 +676,7 @@ func (f *FS) unmade(ctx context.Context, av *arrayView, p string, prefix []int) 
 func (d *Dir) makeChunkDir(ctx context.Context, name string) bool {
 	av := d.arr
 	if d.node != nil {
-		av = d.node.arr
+		av = d.fs.arrayOf(d.node)
 	}
 	if av == nil {
 		return false

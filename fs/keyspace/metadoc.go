@@ -220,13 +220,12 @@ func (f *FS) applyAttributes(n *zarr.Node, attrs json.RawMessage) error {
 		}
 		vn.docs = docs
 	}
-	errs = append(errs, f.reconsolidate())
+	errs = append(errs, f.refreshConsolidated())
 	return errors.Join(errs...)
 }
 
-// reconsolidate rebuilds the v2 view's .zmetadata after a change of the
-// documents it gathers; FS.meta is held.
-func (f *FS) reconsolidate() error {
+// refreshConsolidated rebuilds the v2 view's .zmetadata; FS.meta is held.
+func (f *FS) refreshConsolidated() error {
 	root := f.vnodes[V2][""]
 	if root == nil || root.arr != nil {
 		return nil

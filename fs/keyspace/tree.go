@@ -135,6 +135,14 @@ func consolidated(root *vnode) ([]byte, error) {
 	return c.Marshal()
 }
 
+// arrayOf returns how the view shows an array node now (a resize replaces
+// it), nil for groups.
+func (f *FS) arrayOf(vn *vnode) *arrayView {
+	f.meta.RLock()
+	defer f.meta.RUnlock()
+	return vn.arr
+}
+
 // docs returns a directory's metadata documents.
 func (f *FS) docs(vn *vnode) []doc {
 	f.meta.RLock()
@@ -213,10 +221,13 @@ func (d *Dir) Lookup(ctx context.Context, name string) (Entry, error) {
 				return Entry{Name: name, File: f, Attr: f.attr()}, nil
 			}
 		}
-		if c, ok := d.fs.child(d.node, name); ok {
-			return d.dirEntry(name, &Dir{fs: d.fs, view: d.view, path: path, node: c, arr: c.arr, depth: -1}), nil
+		d.fs.meta.RLock()
+		c, ok := d.node.children[name]
+		d.fs.meta.RUnlock()
+		if ok {
+			return d.dirEntry(name, &Dir{fs: d.fs, view: d.view, path: path, node: c, arr: d.fs.arrayOf(c), depth: -1}), nil
 		}
-		av := d.node.arr
+		av := d.fs.arrayOf(d.node)
 		if av == nil {
 			return Entry{}, ErrNotFound
 		}
@@ -313,12 +324,15 @@ func (d *Dir) List(ctx context.Context) iter.Seq2[DirEntry, error] {
 					return
 				}
 			}
-			for _, name := range d.fs.childNames(d.node) {
+			d.fs.meta.RLock()
+			names := d.node.names // forget replaces it
+			d.fs.meta.RUnlock()
+			for _, name := range names {
 				if !yield(entry(name, true), nil) {
 					return
 				}
 			}
-			av := d.node.arr
+			av := d.fs.arrayOf(d.node)
 			if av == nil {
 				return
 			}

@@ -347,7 +347,10 @@ func (av *arrayView) toStored(b []byte) ([]byte, error) {
 // Only the file: chunk key directories always exist, and a writable
 // mount's listings are not cached.
 func (f *FS) chunkChanged(a *zarr.Array, coords []int, outside bool) {
-	for v, av := range f.arrayViews(a.Path) {
+	f.meta.RLock()
+	views := f.arrays[a.Path]
+	f.meta.RUnlock()
+	for v, av := range views {
 		file := joinPath(a.Path, av.keys.Key(coords))
 		f.notify(Alias{View: v, Dir: parentOf(file), Name: path.Base(file), Outside: outside})
 	}
