@@ -92,6 +92,14 @@ func (n *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	if e.Dir != nil {
 		child = &dirNode{b: n.b, d: e.Dir}
 	} else {
+		if old := n.GetChild(name); old != nil {
+			if fn, ok := old.Operations().(*fileNode); ok {
+				// The name may stand for another file now (a temporary
+				// file that became a document): the kernel's inode
+				// serves it.
+				fn.set(e.File)
+			}
+		}
 		fn := newFileNode(n.b, e.File)
 		if c, ok := e.File.(*keyspace.Chunk); ok && n.b.opts.ReadOnly && c.Upcoming() && fn.preparePush(ctx, c, e.Attr.Size) {
 			pushing = fn

@@ -22,6 +22,7 @@ var (
 	_ = (gofs.NodeSetxattrer)((*fileNode)(nil))
 	_ = (gofs.NodeRemovexattrer)((*fileNode)(nil))
 	_ = (gofs.NodeSetattrer)((*fileNode)(nil))
+	_ = (gofs.NodeSetattrer)((*dirNode)(nil))
 )
 
 func (n *dirNode) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
@@ -58,8 +59,18 @@ func (n *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 	return 0
 }
 
+// Mkdir makes a directory that waits for its metadata (keyspace.Dir.Mkdir).
 func (n *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	return nil, n.b.errno(ctx, "mkdir", n.d.Path()+"/"+name, n.d.Mkdir(ctx, name))
+	if errno := n.b.errno(ctx, "mkdir", n.d.Path()+"/"+name, n.d.Mkdir(ctx, name)); errno != 0 {
+		return nil, errno
+	}
+	return n.Lookup(ctx, name, out)
+}
+
+// Setattr accepts what cp and rsync set on the directories they make
+// (modes, times), which are not stored, and reports the directory as it is.
+func (n *dirNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	return n.Getattr(ctx, fh, out)
 }
 
 // Rmdir is implemented because go-fuse answers 0 for a node without it.

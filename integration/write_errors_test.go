@@ -148,7 +148,7 @@ func TestWriteRejected(t *testing.T) {
 		{".zarray by O_TRUNC", func() error { return writeTrunc(filepath.Join(v2Array, zarr.ZArray), []byte("{}")) }, syscall.EINVAL},
 		{".zarray by rename", func() error { return writeRename(filepath.Join(v2Array, zarr.ZArray), []byte("{}")) }, syscall.EINVAL},
 		{".zgroup", func() error { return writeTrunc(filepath.Join(m.Dir, "v2", zarr.ZGroup), []byte(`{"zarr_format":2}`)) }, syscall.EPERM},
-		{".zmetadata", func() error { return writeTrunc(filepath.Join(m.Dir, "v2", zarr.ZMetadata), []byte("{}")) }, syscall.EPERM},
+		{".zmetadata that is not consolidated metadata", func() error { return writeTrunc(filepath.Join(m.Dir, "v2", zarr.ZMetadata), []byte("{}")) }, syscall.EINVAL},
 		{"zarr.json with another data type", func() error { return writeTrunc(filepath.Join(v3Array, zarr.ZarrJSON), retyped) }, syscall.EPERM},
 		{"zarr.json malformed", func() error { return writeTrunc(filepath.Join(v3Array, zarr.ZarrJSON), zarrJSON[:10]) }, syscall.EINVAL},
 		{".zattrs not an object", func() error { return writeRename(filepath.Join(v2Array, zarr.ZAttrs), []byte("[1, 2]")) }, syscall.EINVAL},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/zarrfs/zarrfs/zarr/meta"
 	"github.com/zarrfs/zarrfs/zarr/store"
@@ -93,4 +94,48 @@ func ShardedCodecs(innerShape []int, inner []meta.Codec) []meta.Codec {
 		"index_location": "end",
 	})
 	return []meta.Codec{{Name: "sharding_indexed", Configuration: cfg}}
+}
+
+// NewNode returns the node of the zarr.json doc of a group or array at
+// path, not yet in the store: an array is opened (its codec chain built),
+// so a document that could not be read back is refused before it is
+// written.
+func NewNode(s store.Store, path string, doc meta.NodeV3) (*Node, error) {
+	n := &Node{Path: path, Format: 3}
+	switch doc := doc.(type) {
+	case *meta.GroupV3:
+		n.GroupV3, n.Attributes = doc, doc.Attributes
+	case *meta.ArrayV3:
+		a, err := openArrayV3(s, path, doc)
+		if err != nil {
+			return nil, err
+		}
+		n.Kind, n.Array, n.Attributes = ArrayKind, a, doc.Attributes
+	default:
+		return nil, fmt.Errorf("%s: not a group or array", path)
+	}
+	return n, nil
+}
+
+// Insert adds a node just created in the store to the hierarchy, as a
+// child of its parent, which must be a group of it.
+func (h *Hierarchy) Insert(n *Node) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.nodes[n.Path]; ok || n.Path == "" {
+		return fmt.Errorf("/%s: a node exists there", n.Path)
+	}
+	parentPath, name := "", n.Path
+	if i := strings.LastIndexByte(n.Path, '/'); i >= 0 {
+		parentPath, name = n.Path[:i], n.Path[i+1:]
+	}
+	parent, ok := h.nodes[parentPath]
+	if !ok || parent.Kind != GroupKind {
+		return fmt.Errorf("/%s: its parent is not a group", n.Path)
+	}
+	children := slices.Clone(parent.Children)
+	i, _ := slices.BinarySearch(children, name)
+	parent.Children = slices.Insert(children, i, name)
+	h.nodes[n.Path] = n
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/zarrfs/zarrfs/zarr/meta"
 	"github.com/zarrfs/zarrfs/zarr/store"
@@ -62,6 +63,8 @@ func (n *Node) Name() string { return path.Base("/" + n.Path) }
 // Hierarchy is the tree of nodes found in a store.
 type Hierarchy struct {
 	Store store.Store
+	// mu guards nodes (and their Children), which Insert adds to.
+	mu    sync.RWMutex
 	nodes map[string]*Node
 	// listDir lists the store, or the keys known from consolidated
 	// metadata where the store cannot list.
@@ -235,15 +238,23 @@ func (h *Hierarchy) readZattrs(ctx context.Context, prefix string, exists bool) 
 
 // Node returns the node at path ("" for the root).
 func (h *Hierarchy) Node(path string) (*Node, bool) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
 	n, ok := h.nodes[strings.Trim(path, "/")]
 	return n, ok
 }
 
 // Root is the root node.
-func (h *Hierarchy) Root() *Node { return h.nodes[""] }
+func (h *Hierarchy) Root() *Node {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.nodes[""]
+}
 
 // Nodes returns every node, sorted by path (parents before children).
 func (h *Hierarchy) Nodes() []*Node {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
 	out := make([]*Node, 0, len(h.nodes))
 	for _, n := range h.nodes {
 		out = append(out, n)

@@ -47,7 +47,10 @@ type arrayView struct {
 	// dims, for levels of OME-Zarr images in the v2 view, are their
 	// _ARRAY_DIMENSIONS (findOMELevels).
 	dims []string
-	docs []doc
+	// noFill: the v2 view shows fill_value null, as the .zarray that
+	// created the array said (create.go).
+	noFill bool
+	docs   []doc
 	// seq is where a sequential reader is, for reading ahead.
 	seq sequence
 	// recent are the shards of the last reads from a store read by ranges.
@@ -141,6 +144,9 @@ func (av *arrayView) setV2(n *zarr.Node, chunk []int, chain []meta.Codec) error 
 			m.DataType = a.Type // the filters hold the object codec
 		}
 		m.Order, m.Filters, m.Compressor, av.drop = v2.Order, v2.Filters, v2.Compressor, v2.DropTrailing
+		if av.noFill {
+			m.FillValue = nil
+		}
 		av.codecs = v2String(v2)
 	}
 	if av.codecs == "" {

@@ -94,8 +94,8 @@ func (d *Document) ReadAt(ctx context.Context, p []byte, off int64) (int, error)
 // OpenWrite opens the document for writing: only attributes are writable
 // (.zattrs, and the attributes of zarr.json).
 func (d *Document) OpenWrite(ctx context.Context, truncate bool) (*WriteHandle, error) {
-	if d.fs.Writable() && d.name != zarr.ZAttrs && d.name != zarr.ZarrJSON && (d.name != zarr.ZArray || d.fs.arrayOf(d.node) == nil) {
-		d.fs.logOnce(ctx, d.path, "metadata edit refused: only attributes (.zattrs, zarr.json attributes) and the shape of arrays are writable")
+	if d.fs.Writable() && d.name != zarr.ZAttrs && d.name != zarr.ZarrJSON && d.name != zarr.ZMetadata && (d.name != zarr.ZArray || d.fs.arrayOf(d.node) == nil) {
+		d.fs.logOnce(ctx, d.path, "metadata edit refused: only attributes (.zattrs, zarr.json attributes), the shape of arrays and consolidated metadata are writable")
 		return nil, fmt.Errorf("%w: %s is not writable", ErrPermission, d.path)
 	}
 	return openBuffered(ctx, d.fs, d, maxDocSize, truncate, func(ctx context.Context, content []byte) error {

@@ -111,6 +111,11 @@ type Options struct {
 	// ReadAhead is how many transcoded chunks are prepared ahead of a
 	// reader reading an array's chunks in key order; 0 reads none ahead.
 	ReadAhead int
+	// NewShardBytes is the uncompressed size a shard of an array created
+	// through the views holds at most (whole inner chunks; at least one):
+	// 0 means DefaultNewShardBytes, a negative value stores new arrays
+	// unsharded, as written.
+	NewShardBytes int64
 }
 
 // FS holds the views of one hierarchy and the caches they share.
@@ -165,6 +170,12 @@ type FS struct {
 
 	// Writing.
 	temps temps
+	// creating serializes the creation of nodes (create.go).
+	creating sync.Mutex
+	// created holds the paths of the nodes created by this mount, and
+	// madeDirs the chunk key directories made in their arrays (tempKey).
+	created  sync.Map
+	madeDirs sync.Map
 	// pending are the updates not yet in their shards: the Writer's, or
 	// the Unpublished ones; nil when there are none.
 	pending pendingUpdates
@@ -253,6 +264,7 @@ func (f *FS) SetNotifier(fn func(Alias)) { f.notify = fn }
 // Close stops the work under way ahead of readers and releases open shard
 // files.
 func (f *FS) Close() {
+	f.logAbandoned()
 	f.stopBg()
 	f.readAhead.work.Wait()
 	f.checks.Wait()

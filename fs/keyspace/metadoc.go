@@ -37,6 +37,9 @@ func (f *FS) writeDoc(ctx context.Context, vn *vnode, v View, name string, conte
 			f.logOnce(ctx, joinPath(n.Path, name), "metadata edit refused", "error", err)
 			return fmt.Errorf("%w: %s: %v", ErrInvalid, joinPath(n.Path, name), err)
 		}
+		if names, rest, ok := f.createdDimensions(n, attrs); ok {
+			return f.setDimensionNames(ctx, n, names, rest)
+		}
 	case isArray && (v == V2 && name == zarr.ZArray || v == V3 && name == zarr.ZarrJSON):
 		return f.writeArrayDoc(ctx, vn, v, name, content)
 	case v == V3 && name == zarr.ZarrJSON:
@@ -45,6 +48,8 @@ func (f *FS) writeDoc(ctx context.Context, vn *vnode, v View, name string, conte
 			f.logOnce(ctx, joinPath(n.Path, name), "metadata edit refused", "error", err)
 			return err
 		}
+	case v == V2 && name == zarr.ZMetadata:
+		return f.acceptConsolidated(ctx, joinPath(n.Path, name), content)
 	default:
 		f.logOnce(ctx, joinPath(n.Path, name), "metadata edit refused: only attributes are writable")
 		return fmt.Errorf("%w: %s is not writable", ErrPermission, joinPath(n.Path, name))

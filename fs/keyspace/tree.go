@@ -31,24 +31,12 @@ func (f *FS) buildView(v View) *Dir {
 			f.logOnce(ctx, n.Path, "node left out of both views", "error", n.Err)
 			continue
 		}
-		vn := &vnode{node: n, children: map[string]*vnode{}}
-		var err error
-		if n.Array != nil {
-			vn.arr, err = newArrayView(f, n, v)
-			if err == nil {
-				vn.docs = vn.arr.docs
-				if f.arrays[n.Path] == nil {
-					f.arrays[n.Path] = map[View]*arrayView{}
-				}
-				f.arrays[n.Path][v] = vn.arr
-			}
-		} else {
-			vn.docs, err = f.groupDocs(n, v)
-		}
+		vn, err := f.newVnode(n, v)
 		if err != nil {
 			f.logOnce(ctx, n.Path, "node left out of the "+v.String()+" view", "error", err)
 			continue
 		}
+		f.addArrayView(vn)
 		nodes[n.Path] = vn
 	}
 	for _, n := range f.h.Nodes() {
@@ -76,6 +64,34 @@ func (f *FS) buildView(v View) *Dir {
 		}
 	}
 	return &Dir{fs: f, view: v, node: root, depth: -1}
+}
+
+// newVnode translates a node for a view; an error says why the view
+// cannot show it.
+func (f *FS) newVnode(n *zarr.Node, v View) (*vnode, error) {
+	vn := &vnode{node: n, children: map[string]*vnode{}}
+	var err error
+	if n.Array != nil {
+		vn.arr, err = newArrayView(f, n, v)
+		if err == nil {
+			vn.docs = vn.arr.docs
+		}
+	} else {
+		vn.docs, err = f.groupDocs(n, v)
+	}
+	return vn, err
+}
+
+// addArrayView records how a view shows an array node (FS.arrays);
+// callers hold FS.meta or own the views.
+func (f *FS) addArrayView(vn *vnode) {
+	if vn.arr == nil {
+		return
+	}
+	if f.arrays[vn.node.Path] == nil {
+		f.arrays[vn.node.Path] = map[View]*arrayView{}
+	}
+	f.arrays[vn.node.Path][vn.arr.view] = vn.arr
 }
 
 // groupDocs returns the metadata files of a group directory.
@@ -153,6 +169,9 @@ type Dir struct {
 	// directory (prefix), -1 for group and array directories.
 	depth  int
 	prefix []int
+	// pending: a directory made in the view that waits for its metadata
+	// (create.go).
+	pending bool
 }
 
 // Path is the directory's path within its view ("" for the root).
@@ -190,14 +209,21 @@ func (av *arrayView) nested() (nested bool, root string) {
 
 // Lookup resolves a name in the directory.
 func (d *Dir) Lookup(ctx context.Context, name string) (Entry, error) {
+	d = d.current(ctx)
 	path := joinPath(d.path, name)
 	if t := d.fs.temps.get(d.view, path); t != nil {
 		f := &Temp{place: place{fs: d.fs, view: d.view, path: path}, data: t}
 		return Entry{Name: name, File: f, Attr: f.attr()}, nil
 	}
+	if d.fs.temps.isDir(d.view, path) {
+		return d.dirEntry(name, &Dir{fs: d.fs, view: d.view, path: path, depth: -1, pending: true}), nil
+	}
+	if d.pending {
+		return Entry{}, ErrNotFound
+	}
 	if d.node != nil {
 		for _, doc := range d.fs.docs(d.node) {
-			if doc.name == name {
+			if doc.name == name && !d.fs.hiddenDoc(d.view, d.node, doc) {
 				f := &Document{place: place{fs: d.fs, view: d.view, path: path}, node: d.node, name: name}
 				return Entry{Name: name, File: f, Attr: f.attr()}, nil
 			}
@@ -221,7 +247,7 @@ func (d *Dir) Lookup(ctx context.Context, name string) (Entry, error) {
 			}
 			return d.chunkFile(ctx, name, path, av, coords)
 		case root != "":
-			if name != root {
+			if name != root || d.fs.unmade(ctx, av, path, nil) {
 				return Entry{}, ErrNotFound
 			}
 			return d.dirEntry(name, &Dir{fs: d.fs, view: d.view, path: path, arr: av, depth: 0}), nil
@@ -243,6 +269,9 @@ func (d *Dir) lookupCoordinate(ctx context.Context, name, path string) (Entry, e
 	coords := append(slices.Clone(d.prefix), c)
 	if len(coords) == len(av.grid) {
 		return d.chunkFile(ctx, name, path, av, coords)
+	}
+	if d.fs.unmade(ctx, av, path, coords) {
+		return Entry{}, ErrNotFound
 	}
 	return d.dirEntry(name, &Dir{fs: d.fs, view: d.view, path: path, arr: av, depth: d.depth + 1, prefix: coords}), nil
 }
@@ -276,6 +305,7 @@ func (d *Dir) chunkFile(ctx context.Context, name, path string, av *arrayView, c
 // chunks (or chunk key directories) as the shard indexes list them.
 func (d *Dir) List(ctx context.Context) iter.Seq2[DirEntry, error] {
 	return func(yield func(DirEntry, error) bool) {
+		d := d.current(ctx)
 		entry := func(name string, dir bool) DirEntry {
 			return DirEntry{Name: name, Dir: dir, Ino: inode(d.view, joinPath(d.path, name))}
 		}
@@ -284,8 +314,19 @@ func (d *Dir) List(ctx context.Context) iter.Seq2[DirEntry, error] {
 				return
 			}
 		}
+		for _, name := range d.fs.temps.dirsIn(d.view, d.path) {
+			if !yield(entry(name, true), nil) {
+				return
+			}
+		}
+		if d.pending {
+			return
+		}
 		if d.node != nil {
 			for _, doc := range d.fs.docs(d.node) {
+				if d.fs.hiddenDoc(d.view, d.node, doc) {
+					continue
+				}
 				if !yield(entry(doc.name, false), nil) {
 					return
 				}

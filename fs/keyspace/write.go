@@ -48,6 +48,8 @@ type temps struct {
 	mu    sync.Mutex
 	files map[string]*tempData
 	size  int64 // bytes of all of them
+	// dirs are the pending directories (create.go), by view and path.
+	dirs map[string]bool
 }
 
 // resize counts a temporary file's new size, refusing growth beyond
@@ -123,7 +125,9 @@ func (t *temps) in(v View, dir string) []string {
 type WriteHandle struct {
 	mu sync.Mutex
 	// commit validates and stores the content of a chunk or document;
-	// nil for temporary files, which are written in place (temp).
+	// nil for temporary files, which are written in place (temp), except
+	// the metadata document that creates a new directory's node
+	// (create.go).
 	commit func(ctx context.Context, content []byte) error
 	temp   *tempData
 	buf    []byte
@@ -281,7 +285,13 @@ func (h *WriteHandle) Commit(ctx context.Context) error {
 	if !h.dirty || h.commit == nil {
 		return nil
 	}
-	if err := h.commit(ctx, h.buf); err != nil {
+	content := h.buf
+	if h.temp != nil {
+		h.temp.mu.Lock()
+		content = slices.Clone(h.temp.data)
+		h.temp.mu.Unlock()
+	}
+	if err := h.commit(ctx, content); err != nil {
 		h.refused = true
 		return err
 	}
@@ -436,6 +446,7 @@ func (d *Dir) Create(ctx context.Context, name string, exclusive bool) (Entry, *
 	if !d.fs.Writable() {
 		return Entry{}, nil, ErrReadOnly
 	}
+	d = d.current(ctx)
 	p := joinPath(d.path, name)
 	if av, coords, ok := d.chunkAt(name); ok {
 		f := &Chunk{place: place{fs: d.fs, view: d.view, path: p}, arr: av, coords: coords}
@@ -444,6 +455,10 @@ func (d *Dir) Create(ctx context.Context, name string, exclusive bool) (Entry, *
 		}
 		h := &WriteHandle{commit: f.commit, fs: d.fs, dirty: true, limit: av.source.MaxEncodedSize()}
 		return Entry{Name: name, File: f, Attr: Attr{Ino: inode(d.view, p), Mtime: time.Now()}}, h, nil
+	}
+	if f := d.hiddenDocAt(name); f != nil {
+		h, err := f.OpenWrite(ctx, true)
+		return Entry{Name: name, File: f, Attr: f.attr()}, h, err
 	}
 	if e, err := d.Lookup(ctx, name); err == nil {
 		if _, isTemp := e.File.(*Temp); exclusive || !isTemp {
@@ -457,7 +472,7 @@ func (d *Dir) Create(ctx context.Context, name string, exclusive bool) (Entry, *
 	t := &tempData{mtime: time.Now()}
 	d.fs.temps.put(tempKey(d.view, p), t)
 	f := &Temp{place: place{fs: d.fs, view: d.view, path: p}, data: t}
-	return Entry{Name: name, File: f, Attr: f.attr()}, &WriteHandle{temp: t, fs: d.fs, limit: maxTempSize}, nil
+	return Entry{Name: name, File: f, Attr: f.attr()}, d.tempHandle(name, t), nil
 }
 
 // Unlink removes a temporary file, or empties a chunk (its inner chunk is
@@ -466,6 +481,7 @@ func (d *Dir) Unlink(ctx context.Context, name string) error {
 	if !d.fs.Writable() {
 		return ErrReadOnly
 	}
+	d = d.current(ctx)
 	p := joinPath(d.path, name)
 	if d.fs.temps.remove(d.view, p) {
 		return nil
@@ -521,6 +537,7 @@ func (d *Dir) Rename(ctx context.Context, name string, to *Dir, newName string) 
 	if to.view != d.view {
 		return fmt.Errorf("%w: rename across views", ErrPermission)
 	}
+	d, to = d.current(ctx), to.current(ctx)
 	src := joinPath(d.path, name)
 	t := d.fs.temps.get(d.view, src)
 	if t == nil {
@@ -533,8 +550,18 @@ func (d *Dir) Rename(ctx context.Context, name string, to *Dir, newName string) 
 	content := slices.Clone(t.data)
 	t.mu.Unlock()
 	dst := joinPath(to.path, newName)
+	if to.pending && createsNode(to.view, newName) {
+		return d.fs.renameCreating(ctx, d.view, src, to.path, newName, content)
+	}
 	if av, coords, ok := to.chunkAt(newName); ok {
 		if err := av.commitChunk(ctx, dst, coords, content); err != nil {
+			return err
+		}
+		d.fs.temps.remove(d.view, src)
+		return nil
+	}
+	if doc := to.hiddenDocAt(newName); doc != nil {
+		if err := d.fs.writeDoc(ctx, doc.node, to.view, newName, content); err != nil {
 			return err
 		}
 		d.fs.temps.remove(d.view, src)
@@ -560,13 +587,21 @@ func (d *Dir) Rename(ctx context.Context, name string, to *Dir, newName string) 
 	return nil
 }
 
-// Mkdir succeeds for nothing: chunk key directories always exist.
+// Mkdir makes a pending directory in a group (create.go); chunk key
+// directories always exist.
 func (d *Dir) Mkdir(ctx context.Context, name string) error {
 	if !d.fs.Writable() {
 		return ErrReadOnly
 	}
-	if e, err := d.Lookup(ctx, name); err == nil && e.Dir != nil {
+	d = d.current(ctx)
+	if _, err := d.Lookup(ctx, name); err == nil {
 		return ErrExists
+	}
+	if d.holdsNewNodes() {
+		return d.mkdirPending(ctx, name)
+	}
+	if d.makeChunkDir(ctx, name) {
+		return nil
 	}
 	return d.refuseStructure(ctx, name)
 }
@@ -577,16 +612,24 @@ func (d *Dir) Rmdir(ctx context.Context, name string) error {
 	if !d.fs.Writable() {
 		return ErrReadOnly
 	}
+	d = d.current(ctx)
 	e, err := d.Lookup(ctx, name)
 	switch {
 	case err != nil:
 		return err
 	case e.Dir == nil:
 		return fmt.Errorf("%w: %s is not a directory", ErrInvalid, joinPath(d.path, name))
+	}
+	if p := joinPath(d.path, name); d.fs.temps.isDir(d.view, p) {
+		return d.fs.temps.rmdir(d.view, p)
+	}
+	switch {
 	case e.Dir.node != nil:
 		return d.removeNode(ctx, name, e.Dir.node)
+	case e.Dir.arr != nil:
+		return d.rmdirKeys(ctx, name, e.Dir)
 	}
-	return d.rmdirKeys(ctx, name, e.Dir)
+	return d.refuseStructure(ctx, name)
 }
 
 func (d *Dir) refuseStructure(ctx context.Context, name string) error {

@@ -388,6 +388,13 @@ func hidden(dir, name string) bool {
 	return strings.Contains(name, tempMarker) || strings.HasSuffix(name, lockSuffix) || dir == "." && name == StateDir
 }
 
+// Reserved reports whether a name is one local directory stores keep for
+// their machinery (temporary files, lock files, StateDir): a node created
+// under such a name would write into that machinery.
+func Reserved(name string) bool {
+	return hidden(".", name)
+}
+
 // Open opens the value at key for random reads.
 func (d *Dir) Open(_ context.Context, key string) (Object, error) {
 	f, err := d.open(key)
