@@ -169,9 +169,9 @@ type standardRange struct{}
 
 func (standardRange) Do(req *policy.Request) (*http.Response, error) {
 	h := req.Raw().Header
-	if r := h.Get("x-ms-range"); r != "" {
-		h.Del("x-ms-range")
-		h.Set("Range", r)
+	if r, ok := h["x-ms-range"]; ok { // as the SDK sets it, not canonical
+		delete(h, "x-ms-range")
+		h["Range"] = r
 	}
 	return req.Next()
 }

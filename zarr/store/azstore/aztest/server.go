@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/sas"
 
 	"github.com/zarrfs/zarrfs/zarr/store/azstore"
 	"github.com/zarrfs/zarrfs/zarr/store/requests"
@@ -274,4 +275,21 @@ func (s *Server) Download(t testing.TB, containerName, prefix, dir string) {
 			}
 		}
 	}
+}
+
+// ContainerSAS is a SAS token (a URL query) that lets its holder read and
+// list the container for an hour, signed with the account's key.
+func ContainerSAS(containerName string) (string, error) {
+	cred, err := azblob.NewSharedKeyCredential(Account, Key)
+	if err != nil {
+		return "", err
+	}
+	q, err := sas.BlobSignatureValues{
+		Protocol: sas.ProtocolHTTPSandHTTP, ExpiryTime: time.Now().Add(time.Hour).UTC(),
+		Permissions: (&sas.ContainerPermissions{Read: true, List: true}).String(), ContainerName: containerName,
+	}.SignWithSharedKey(cred)
+	if err != nil {
+		return "", err
+	}
+	return q.Encode(), nil
 }
