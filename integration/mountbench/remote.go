@@ -209,6 +209,9 @@ func (b *bench) remote() error {
 	if err := b.ms.stopZarrfs(mnt); err != nil {
 		return err
 	}
+	if err := b.azRemote(spec, direct, directReqs, nbytes); err != nil {
+		return err
+	}
 	if err := b.clusterReads(spec, s3Proxy, nbytes); err != nil {
 		return err
 	}
