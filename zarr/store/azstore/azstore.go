@@ -169,9 +169,11 @@ type standardRange struct{}
 
 func (standardRange) Do(req *policy.Request) (*http.Response, error) {
 	h := req.Raw().Header
-	if r, ok := h["x-ms-range"]; ok { // as the SDK sets it, not canonical
-		delete(h, "x-ms-range")
-		h["Range"] = r
+	for k, v := range h { // the SDK's key is not canonical
+		if strings.EqualFold(k, "x-ms-range") {
+			delete(h, k)
+			h["Range"] = v
+		}
 	}
 	return req.Next()
 }
