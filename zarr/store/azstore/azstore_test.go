@@ -207,6 +207,14 @@ func TestSuffixReadIsTiedToOneGeneration(t *testing.T) {
 	if err != nil || !bytes.Equal(b, v1[900:]) || info.Size != 1000 {
 		t.Fatalf("Last(100): %d bytes, %+v, %v", len(b), info, err)
 	}
+	var ranges []string
+	p.SetRule(func(r *http.Request) faultproxy.Fault {
+		ranges = append(ranges, r.Method+" "+r.Header.Get("Range"))
+		return faultproxy.Fault{}
+	})
+	if _, _, err := s.Get(ctx, "v", store.Last(100), store.Cond{}); err != nil || fmt.Sprint(ranges) != "[HEAD  GET bytes=900-999]" {
+		t.Errorf("Last(100) sent %q (%v); want a HEAD and a GET with a standard Range header", ranges, err)
+	}
 	replaced := false
 	p.SetRule(func(r *http.Request) faultproxy.Fault {
 		if r.Method == http.MethodGet && !replaced {
