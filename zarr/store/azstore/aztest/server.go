@@ -123,9 +123,9 @@ func StartServer(dir string, log io.Writer) (*Server, func(), error) {
 			return nil, nil, fmt.Errorf("azurite exited: %v", err)
 		default:
 		}
-		if i == 400 {
+		if i == 1200 { // node starts slowly on a loaded machine
 			stop()
-			return nil, nil, fmt.Errorf("azurite does not listen on %s after 20s", addr)
+			return nil, nil, fmt.Errorf("azurite does not listen on %s after 60s", addr)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
