@@ -234,31 +234,50 @@ func (s *Store) blob(key string) (*blob.Client, error) {
 // (a server or proxy that ignores the condition) is refused with
 // ErrPrecondition.
 func (s *Store) Get(ctx context.Context, key string, span store.Span, cond store.Cond) ([]byte, store.Info, error) {
+	if span.Suffix == 0 && span.Length != 0 {
+		return s.get(ctx, key, span, cond)
+	}
+	for attempt := 1; ; attempt++ {
+		b, info, err := s.getByStat(ctx, key, span, cond)
+		// Replaced between the HEAD and the GET: read the new blob,
+		// unless the caller asked for the old one.
+		if errors.Is(err, store.ErrPrecondition) && cond.IfMatch == "" && attempt < 3 {
+			continue
+		}
+		return b, info, err
+	}
+}
+
+// getByStat reads a span that needs the blob's size (the last bytes, or
+// none) with a HEAD, then a ranged GET tied to the ETag the HEAD saw.
+func (s *Store) getByStat(ctx context.Context, key string, span store.Span, cond store.Cond) ([]byte, store.Info, error) {
+	info, err := s.Stat(ctx, key)
+	if err == nil {
+		err = cond.Check(key, true, info)
+	}
+	if err != nil {
+		return nil, info, err
+	}
+	switch {
+	case span.Suffix == 0: // no bytes
+		if span.Offset > info.Size {
+			return nil, info, fmt.Errorf("%s: %w", key, io.ErrUnexpectedEOF)
+		}
+		return []byte{}, info, nil
+	case info.Size == 0:
+		return []byte{}, info, nil
+	}
+	off, n, _ := span.Resolve(info.Size)
+	sel := store.Range(off, n)
+	sel.Max = span.Max
+	return s.get(ctx, key, sel, store.Cond{IfMatch: info.Generation})
+}
+
+// get reads span, a range or the whole value, with one GET.
+func (s *Store) get(ctx context.Context, key string, span store.Span, cond store.Cond) ([]byte, store.Info, error) {
 	b, err := s.blob(key)
 	if err != nil {
 		return nil, store.Info{}, err
-	}
-	if span.Suffix > 0 || span.Length == 0 {
-		info, err := s.Stat(ctx, key)
-		if err == nil {
-			err = cond.Check(key, true, info)
-		}
-		if err != nil {
-			return nil, info, err
-		}
-		switch {
-		case span.Length == 0 && span.Suffix == 0:
-			if span.Offset > info.Size {
-				return nil, info, fmt.Errorf("%s: %w", key, io.ErrUnexpectedEOF)
-			}
-			return []byte{}, info, nil
-		case info.Size == 0:
-			return []byte{}, info, nil
-		}
-		off, n, _ := span.Resolve(info.Size)
-		sel := store.Range(off, n)
-		sel.Max = span.Max
-		span, cond = sel, store.Cond{IfMatch: info.Generation}
 	}
 	in := &blob.DownloadStreamOptions{AccessConditions: conditions(cond)}
 	if span.Offset > 0 || span.Length > 0 {
