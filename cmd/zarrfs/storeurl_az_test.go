@@ -59,3 +59,19 @@ func TestParseAzureURLs(t *testing.T) {
 		}
 	}
 }
+
+// TestAzNoCredentials: an az:// store with an account and no credentials
+// anywhere fails at once, saying which credentials zarrfs looks for.
+func TestAzNoCredentials(t *testing.T) {
+	for _, k := range []string{"AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_KEY", "AZURE_STORAGE_SAS_TOKEN",
+		"AZURE_CLIENT_ID", "AZURE_TENANT_ID", "AZURE_CLIENT_SECRET", "AZURE_CLIENT_CERTIFICATE_PATH", "AZURE_FEDERATED_TOKEN_FILE", "AZURE_USERNAME"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("AZURE_STORAGE_ACCOUNT", "nosuchaccount")
+	t.Setenv("PATH", t.TempDir()) // no az or azd to ask
+	code, _, stderr := runCLI(t, "info", "--remote-deadline", "5s", "az://ctr/p")
+	t.Logf("exit %d: %s", code, stderr)
+	if code != 1 || !strings.Contains(stderr, "no credentials found") || !strings.Contains(stderr, "AZURE_STORAGE_KEY") {
+		t.Errorf("zarrfs info az://ctr/p without credentials: exit %d, %q; want exit 1 naming the credentials looked for", code, stderr)
+	}
+}

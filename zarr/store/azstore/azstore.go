@@ -154,7 +154,9 @@ func newContainerClient(containerName string, opts Options, copts *container.Cli
 		}
 		return container.NewClientWithSharedKeyCredential(containerURL, cred, copts)
 	}
-	cred, err := azidentity.NewDefaultAzureCredential(&azidentity.DefaultAzureCredentialOptions{ClientOptions: copts.ClientOptions})
+	// Its token requests go to other hosts (Entra ID, the metadata
+	// service) with its own retries, bounded by the request's deadline.
+	cred, err := azidentity.NewDefaultAzureCredential(nil)
 	if err != nil {
 		return nil, fmt.Errorf("no credentials (AZURE_STORAGE_KEY, AZURE_STORAGE_SAS_TOKEN, a connection string or DefaultAzureCredential): %w", err)
 	}
@@ -598,7 +600,11 @@ func mapErr(key string, err error) error {
 			}
 			return &cause{fmt.Sprintf("%s: %s %q: %v", key, ue.Op, where, ue.Err), err}
 		}
-		return &cause{fmt.Sprintf("%s: %s", key, requests.Printable(strings.SplitN(err.Error(), "\n", 2)[0])), err}
+		said := requests.Printable(strings.SplitN(err.Error(), "\n", 2)[0])
+		if strings.HasPrefix(said, "DefaultAzureCredential") {
+			said += " (no credentials found: set AZURE_STORAGE_KEY, AZURE_STORAGE_SAS_TOKEN or AZURE_STORAGE_CONNECTION_STRING, sign in with az login, or --az-anonymous for a public container)"
+		}
+		return &cause{fmt.Sprintf("%s: %s", key, said), err}
 	}
 	status := re.StatusCode
 	code := requests.Printable(re.ErrorCode)
