@@ -44,7 +44,13 @@ func (c *requestCounter) take() map[string]int {
 
 // countingProxy starts a proxy to the server and returns its endpoint.
 func countingProxy(t *testing.T, srv *s3test.Server) (string, *requestCounter) {
-	target, err := url.Parse(srv.Endpoint)
+	return countingProxyTo(t, srv.Endpoint)
+}
+
+// countingProxyTo starts a proxy to the server at endpoint
+// (http://HOST:PORT) and returns its URL.
+func countingProxyTo(t *testing.T, endpoint string) (string, *requestCounter) {
+	target, err := url.Parse(endpoint)
 	if err != nil {
 		t.Fatal(err)
 	}

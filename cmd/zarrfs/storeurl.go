@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zarrfs/zarrfs/zarr/store"
+	"github.com/zarrfs/zarrfs/zarr/store/azstore"
 	"github.com/zarrfs/zarrfs/zarr/store/gcsstore"
 	"github.com/zarrfs/zarrfs/zarr/store/httpstore"
 	"github.com/zarrfs/zarrfs/zarr/store/requests"
@@ -35,6 +36,8 @@ type storeFlags struct {
 	s3PathStyle  *bool
 	s3Anonymous  *bool
 	gcsAnonymous *bool
+	azEndpoint   *string
+	azAnonymous  *bool
 	logger       *slog.Logger // of retries (default: to the flags' output)
 }
 
@@ -48,6 +51,8 @@ func addStoreFlags(fs *flag.FlagSet) storeFlags {
 		s3PathStyle:  fs.Bool("s3-path-style", false, "address S3 buckets in the path (most servers other than AWS need it)"),
 		s3Anonymous:  fs.Bool("s3-anonymous", false, "send unsigned S3 requests (public buckets)"),
 		gcsAnonymous: fs.Bool("gcs-anonymous", false, "send gs:// requests without credentials (public buckets)"),
+		azEndpoint:   fs.String("az-endpoint", "", "blob service URL for az:// stores, for emulators and other clouds (default: the connection string's, else https://ACCOUNT.blob.core.windows.net)"),
+		azAnonymous:  fs.Bool("az-anonymous", false, "send az:// requests without credentials (public containers)"),
 		logger:       newLogger(fs.Output()),
 	}
 }
@@ -68,6 +73,16 @@ type storeLocation struct {
 	bucket, prefix string // s3://bucket/prefix, or gs:// with gcs
 	gcs            bool
 	web            string // http:// or https:// URL
+	az             *azLocation
+}
+
+// azLocation is an Azure Blob Storage container and prefix, from az://,
+// abfs:// or https://ACCOUNT.blob.core.windows.net/ URLs.
+type azLocation struct {
+	container, prefix string
+	account           string // "" when the URL names none
+	sas               string // a SAS token in the https:// URL
+	anonymous         bool   // an https:// URL and no credentials: a public container
 }
 
 func parseStore(arg string) (storeLocation, error) {
@@ -83,10 +98,63 @@ func parseStore(arg string) (storeLocation, error) {
 			return storeLocation{}, fmt.Errorf("%s: no bucket (%s://BUCKET/PREFIX)", store.Redacted(arg), u.Scheme)
 		}
 		return storeLocation{bucket: u.Host, prefix: strings.Trim(u.Path, "/"), gcs: u.Scheme == "gs"}, nil
+	case "az", "abfs", "abfss":
+		return parseAz(arg, u)
 	case "http", "https":
+		if _, ok := azAccount(u.Host, ".blob.core.windows.net"); ok && u.Scheme == "https" {
+			return parseAz(arg, u)
+		}
 		return storeLocation{web: arg}, nil
 	}
-	return storeLocation{}, fmt.Errorf("%s: unsupported store URL scheme %q (a path, file://, s3://, gs://, http://, https://)", store.Redacted(arg), u.Scheme)
+	return storeLocation{}, fmt.Errorf("%s: unsupported store URL scheme %q (a path, file://, s3://, gs://, az://, http://, https://)", store.Redacted(arg), u.Scheme)
+}
+
+// parseAz reads the URL forms of an Azure container and prefix:
+// az://CONTAINER/PREFIX (the account from the environment),
+// abfs[s]://CONTAINER@ACCOUNT.dfs.core.windows.net/PREFIX and
+// https://ACCOUNT.blob.core.windows.net/CONTAINER/PREFIX[?SAS]. The last
+// is the form public data is published in: without credentials in the
+// URL or the environment its requests go anonymous, as they did when
+// such URLs were read as plain web servers.
+func parseAz(arg string, u *url.URL) (storeLocation, error) {
+	l := azLocation{prefix: strings.Trim(u.Path, "/")}
+	switch u.Scheme {
+	case "az":
+		l.container = u.Host
+		if u.User != nil { // az://CONTAINER@ACCOUNT.dfs.core.windows.net/, as adlfs reads it
+			l.container = u.User.Username()
+			l.account, _ = azAccount(u.Host, ".dfs.core.windows.net", ".blob.core.windows.net")
+		}
+	case "abfs", "abfss":
+		if u.User == nil {
+			return storeLocation{}, fmt.Errorf("%s: no container (abfs://CONTAINER@ACCOUNT.dfs.core.windows.net/PREFIX)", store.Redacted(arg))
+		}
+		account, ok := azAccount(u.Host, ".dfs.core.windows.net", ".blob.core.windows.net")
+		if !ok {
+			return storeLocation{}, fmt.Errorf("%s: not an Azure storage host (abfs://CONTAINER@ACCOUNT.dfs.core.windows.net/PREFIX)", store.Redacted(arg))
+		}
+		l.container, l.account = u.User.Username(), account
+	default: // https://ACCOUNT.blob.core.windows.net/CONTAINER/PREFIX
+		l.account, _ = azAccount(u.Host, ".blob.core.windows.net")
+		l.container, l.prefix, _ = strings.Cut(l.prefix, "/")
+		l.sas = u.RawQuery
+		l.anonymous = l.sas == "" && os.Getenv("AZURE_STORAGE_CONNECTION_STRING") == "" &&
+			os.Getenv("AZURE_STORAGE_KEY") == "" && os.Getenv("AZURE_STORAGE_SAS_TOKEN") == ""
+	}
+	if l.container == "" {
+		return storeLocation{}, fmt.Errorf("%s: no container (az://CONTAINER/PREFIX)", store.Redacted(arg))
+	}
+	return storeLocation{az: &l}, nil
+}
+
+// azAccount is the account of an Azure storage host name ACCOUNT.SUFFIX.
+func azAccount(host string, suffixes ...string) (string, bool) {
+	for _, suffix := range suffixes {
+		if a, ok := strings.CutSuffix(strings.ToLower(host), suffix); ok && a != "" && !strings.Contains(a, ".") {
+			return a, true
+		}
+	}
+	return "", false
 }
 
 // localStore is a directory, or a regular file (a zip).
@@ -99,11 +167,12 @@ func localStore(p string) storeLocation {
 
 func (l storeLocation) remote() bool { return l.dir == "" && l.zip == "" }
 
-// writable reports whether the store may take writes: web servers and zip
-// files do not, local directories when the process may write them.
+// writable reports whether the store may take writes: web servers, zip
+// files and public containers read anonymously do not, local directories
+// when the process may write them.
 func (l storeLocation) writable() bool {
 	switch {
-	case l.web != "", l.zip != "":
+	case l.web != "", l.zip != "", l.az != nil && l.az.anonymous:
 		return false
 	case l.remote():
 		return true
@@ -128,6 +197,12 @@ func (l storeLocation) open(ctx context.Context, sf storeFlags, readOnly bool) (
 	}
 	if l.gcs {
 		return gcsstore.Open(ctx, l.bucket, l.prefix, gcsstore.Options{Anonymous: *sf.gcsAnonymous, ReadOnly: readOnly, Limits: limits})
+	}
+	if l.az != nil {
+		return azstore.Open(ctx, l.az.container, l.az.prefix, azstore.Options{
+			Account: l.az.account, Endpoint: *sf.azEndpoint, SAS: l.az.sas,
+			Anonymous: *sf.azAnonymous || l.az.anonymous, ReadOnly: readOnly, Limits: limits,
+		})
 	}
 	return s3store.Open(ctx, l.bucket, l.prefix, s3store.Options{
 		Endpoint: *sf.s3Endpoint, PathStyle: *sf.s3PathStyle, Anonymous: *sf.s3Anonymous, ReadOnly: readOnly,

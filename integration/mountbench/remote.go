@@ -218,6 +218,9 @@ func (b *bench) remote() error {
 	if err := b.remoteGCS(spec, root, nbytes, direct, directReqs); err != nil {
 		return err
 	}
+	if err := b.azRemote(spec, direct, directReqs, nbytes); err != nil {
+		return err
+	}
 	if err := b.clusterReads(spec, s3Proxy, nbytes); err != nil {
 		return err
 	}

@@ -263,9 +263,18 @@ func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	b.idle = time.AfterFunc(a.timeout, func() { cancel(&TimeoutError{What: "no data", Limit: a.timeout}) })
 	if resp.ContentLength > 0 {
 		whole := a.timeout + c.transferTime(resp.ContentLength)
-		b.whole = time.AfterFunc(whole, func() {
+		b.whole.Store(time.AfterFunc(whole, func() {
+			// A body that stopped is the idle timer's, due within half
+			// a timeout: it stalled, however late its reader came to
+			// its first bytes. Look again then, in case it resumed.
+			if time.Since(time.Unix(0, b.lastData.Load())) >= a.timeout/2 {
+				if t := b.whole.Load(); t != nil {
+					t.Reset(a.timeout / 2)
+				}
+				return
+			}
 			cancel(&TimeoutError{What: fmt.Sprintf("not all of %d bytes", resp.ContentLength), Limit: whole})
-		})
+		}))
 	}
 	resp.Body = b
 	return resp, nil
@@ -288,18 +297,21 @@ func redact(r *http.Request) string {
 
 // body is a response body bounded by its attempt's deadlines.
 type body struct {
-	rc          io.ReadCloser
-	ctx         context.Context
-	cancel      context.CancelCauseFunc
-	idle, whole *time.Timer
-	timeout     time.Duration
-	request     string
+	rc       io.ReadCloser
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	idle     *time.Timer
+	whole    atomic.Pointer[time.Timer]
+	lastData atomic.Int64 // when bytes last came, in Unix nanoseconds
+	timeout  time.Duration
+	request  string
 }
 
 func (b *body) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	if n > 0 {
 		b.idle.Reset(b.timeout)
+		b.lastData.Store(time.Now().UnixNano())
 	}
 	switch {
 	case err == io.EOF:
@@ -316,8 +328,8 @@ func (b *body) Read(p []byte) (int, error) {
 
 func (b *body) stop() {
 	b.idle.Stop()
-	if b.whole != nil {
-		b.whole.Stop()
+	if w := b.whole.Load(); w != nil {
+		w.Stop()
 	}
 }
 

@@ -231,3 +231,51 @@ func TestCounter(t *testing.T) {
 		}
 	}
 }
+
+// TestLateReaderOfAStalledBody: a body that stops after its first bytes
+// fails as stalled ("no data"), even when its reader comes to it later
+// than the body's transfer time (a loaded machine): the whole-body limit,
+// counted from the headers, does not claim a body the idle limit, counted
+// from the last bytes, is about to end. A body still trickling at the
+// whole-body limit fails by it.
+func TestLateReaderOfAStalledBody(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "4096")
+		w.Write(make([]byte, 1000))
+		w.(http.Flusher).Flush()
+		if r.URL.Path == "/trickle" {
+			for range 4096 - 1000 {
+				select {
+				case <-release:
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+				w.Write([]byte{0})
+				w.(http.Flusher).Flush()
+			}
+		}
+		<-release
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	const timeout = 400 * time.Millisecond
+	c := requests.NewClient(requests.Limits{MaxAttempts: 1, Timeout: timeout, Deadline: time.Minute, MinRate: 1 << 20, Logger: slog.New(slog.DiscardHandler)})
+	t.Cleanup(c.Close)
+	for path, want := range map[string]string{"/stall": "no data within", "/trickle": "not all of 4096 bytes"} {
+		err := c.Do(context.Background(), "GET "+path, func(ctx context.Context) error {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+path, nil)
+			resp, err := c.HTTP().Do(req)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			time.Sleep(timeout / 4) // the reader comes late to the first bytes
+			_, err = io.ReadAll(resp.Body)
+			return err
+		})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("GET %s: %v; want an error saying %q", path, err, want)
+		}
+	}
+}
