@@ -76,6 +76,20 @@ func TestAzReads(t *testing.T) {
 	}
 }
 
+// TestAzFixtures mounts the hold-out fixtures, uploaded to Azurite with
+// Azure's SDK, as az://: zarrita through v3/ and zarr-python 2 through v2/
+// read every array to the catalogue's digests.
+func TestAzFixtures(t *testing.T) {
+	fixtures := zarrtest.Fixtures(t)
+	o := zarrtest.NewOracle(t)
+	srv := aztest.Start(t)
+	srv.Container(t, "zarr")
+	srv.Upload(t, fixtures, "zarr", "fixtures")
+	aztest.SetEnv(t, srv.Endpoint)
+	m := mount(t, "az://zarr/fixtures", "--ro")
+	checkOracles(t, o, m.Dir, m.Log(), fixtureDigests(t, fixtures))
+}
+
 // TestAzZarrPythonWrites: zarr-python 2.13 writes regions through the v2
 // view of a read-write az:// mount; after unmounting, the container,
 // downloaded with Azure's SDK and read by zarrita, holds what zarr-python
