@@ -203,3 +203,12 @@ func runAll(t testing.TB, cmd *exec.Cmd) map[string]OracleResult {
 	}
 	return results
 }
+
+// ZarritaModules returns the node_modules directory that holds zarrita, for
+// tests that write with it through node; it skips (Missing) when the
+// zarrita oracle or node is not installed.
+func (o *Oracle) ZarritaModules(t testing.TB) string {
+	t.Helper()
+	o.node(t)
+	return filepath.Join(filepath.Dir(o.zarrita), "node_modules")
+}
