@@ -52,12 +52,18 @@ func python(script string, args ...string) *exec.Cmd {
 	return exec.Command("/usr/bin/python3", append([]string{"-c", digestPy + script}, args...)...)
 }
 
-// checkWritten unmounts m and checks the store at dir: each array of w
-// read back through the mount as written, is stored sharded, and zarrita
-// reads it from the store as written; zarrfs check passes.
+// checkWritten unmounts m and checks the store at dir: zarrfs refused
+// nothing the writer did (no warning logged), each array of w read back
+// through the mount as written, is stored sharded, and zarrita reads it
+// from the store as written; zarrfs check passes.
 func checkWritten(t *testing.T, o *zarrtest.Oracle, m *integration.Mount, dir string, w written) {
 	t.Helper()
 	stop(t, m, dir)
+	for _, line := range strings.Split(m.Log(), "\n") {
+		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+			t.Errorf("zarrfs logged while the writer ran: %s", line)
+		}
+	}
 	results := o.ZarritaAll(t, dir)
 	for path, want := range w.Want {
 		if got, ok := w.Mount[path]; ok && got != want {
