@@ -30,6 +30,11 @@
 //     zarr-python 2 writing a 256 MiB array through v2/ vs a native v2
 //     copy, and every inner chunk of one shard written one by one through
 //     v3/ vs the shard written natively, with and without fsync;
+//     writes. legacy writers into a read-write mount (legacy.go): cp -r of a
+//     1 GiB native v2 array (64 KiB raw and 512 KiB zstd chunks) into v2/
+//     until published vs cp -r and sync to the same disk, and the files
+//     the store holds after; zarr-python 2 creating and writing a new
+//     256 MiB array through v2/ vs a new native v2 array;
 //  8. remote, cold (remote.go): the 256 MiB raw array in a real S3 server
 //     (versitygw) behind a proxy adding 20 ms per request, read by
 //     zarr-python 2 through MNT/v2 of an s3:// mount and by reading every
@@ -49,7 +54,7 @@
 //	-warmup N       unmeasured warm-up rounds before warm measurements (default 1)
 //	-bin PATH       zarrfs binary (default: built from this repository)
 //	-dir DIR        work directory, kept and reused across runs (default: a temporary one, removed)
-//	-only LIST      comma-separated workloads: rtt,read,cold,unseen,python,meta,random,rss,write,remote (default: all)
+//	-only LIST      comma-separated workloads: rtt,read,cold,unseen,python,meta,random,rss,write,writes,remote (default: all)
 //	-mount-args S   extra `zarrfs mount` flags, space-separated, for every mount of zarrfs (read mounts always have --ro)
 //	-python PATH    Python with zarr-python 2 (default /usr/bin/python3, Debian's python3-zarr)
 //	-seed N         seed of the never-seen store (workload unseen), to draw the same one again
@@ -90,7 +95,7 @@ type config struct {
 	out       string // file of the table; its chart beside it
 }
 
-var workloads = []string{"rtt", "read", "cold", "unseen", "python", "meta", "random", "rss", "write", "remote"}
+var workloads = []string{"rtt", "read", "cold", "unseen", "python", "meta", "random", "rss", "write", "writes", "remote"}
 
 func main() {
 	cfg, err := parseFlags(os.Args[1:])
@@ -231,6 +236,7 @@ func run(cfg config, ms *mounts, out io.Writer) (err error) {
 		{"random", b.randomReads},
 		{"rss", b.peakMemory},
 		{"write", b.writes},
+		{"writes", b.legacyWrites},
 		{"remote", b.remote},
 	}
 	for _, s := range steps {

@@ -123,14 +123,15 @@ func createEmpty(ctx context.Context, dir string, specs []arraySpec) error {
 //go:embed zarr_write.py
 var zarrWritePy []byte
 
-// zarrPythonWrite runs zarr_write.py on one array and returns how long the
-// write took and when it had returned.
-func (w *writeMount) zarrPythonWrite(array string) (took time.Duration, returned time.Time, err error) {
+// zarrPythonWrite runs zarr_write.py on one array (creating it when given
+// its shape and chunks) and returns how long the write took and when it
+// had returned.
+func (w *writeMount) zarrPythonWrite(array string, create ...string) (took time.Duration, returned time.Time, err error) {
 	script := filepath.Join(w.b.work, "zarr_write.py")
 	if err := os.WriteFile(script, zarrWritePy, 0o644); err != nil {
 		return 0, time.Time{}, err
 	}
-	cmd := exec.Command(w.b.cfg.python, script, array)
+	cmd := exec.Command(w.b.cfg.python, append([]string{script, array}, create...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
