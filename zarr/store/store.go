@@ -194,6 +194,24 @@ type Store interface {
 	io.Closer
 }
 
+// ReadAtByGet is ReadAt for stores whose reads are requests: one ranged
+// Get conditional on gen, which must be given, so that the bytes come from
+// that generation or the read fails.
+func ReadAtByGet(ctx context.Context, s Store, key string, gen Generation, p []byte, off int64) error {
+	if len(p) == 0 {
+		return nil
+	}
+	if gen == "" {
+		return fmt.Errorf("%s: a read tied to no generation", key)
+	}
+	b, _, err := s.Get(ctx, key, Range(off, int64(len(p))), Cond{IfMatch: gen})
+	if err != nil {
+		return err
+	}
+	copy(p, b)
+	return nil
+}
+
 // ReadAll returns the whole value at key.
 func ReadAll(ctx context.Context, s Store, key string) ([]byte, error) {
 	b, _, err := s.Get(ctx, key, All, Cond{})

@@ -322,18 +322,7 @@ func (s *Store) get(ctx context.Context, key string, span store.Span, cond store
 // ReadAt reads len(p) bytes at off with a ranged GET carrying If-Match,
 // whose answer must come from generation gen (see Get).
 func (s *Store) ReadAt(ctx context.Context, key string, gen store.Generation, p []byte, off int64) error {
-	if len(p) == 0 {
-		return nil
-	}
-	if gen == "" {
-		return fmt.Errorf("%s: a read tied to no generation", key)
-	}
-	b, _, err := s.Get(ctx, key, store.Range(off, int64(len(p))), store.Cond{IfMatch: gen})
-	if err != nil {
-		return err
-	}
-	copy(p, b)
-	return nil
+	return store.ReadAtByGet(ctx, s, key, gen, p, off)
 }
 
 // Stat describes the value with a HEAD request (Get Blob Properties).

@@ -266,18 +266,7 @@ func (s *Store) Get(ctx context.Context, key string, span store.Span, cond store
 // ReadAt reads len(p) bytes at off with a ranged GET tied to generation
 // gen (see Get).
 func (s *Store) ReadAt(ctx context.Context, key string, gen store.Generation, p []byte, off int64) error {
-	if len(p) == 0 {
-		return nil
-	}
-	if gen == "" {
-		return fmt.Errorf("%s: a read tied to no generation", key)
-	}
-	b, _, err := s.Get(ctx, key, store.Range(off, int64(len(p))), store.Cond{IfMatch: gen})
-	if err != nil {
-		return err
-	}
-	copy(p, b)
-	return nil
+	return store.ReadAtByGet(ctx, s, key, gen, p, off)
 }
 
 // object is the part of the JSON API's object resource the store reads.
