@@ -1,19 +1,14 @@
 package integration_test
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/zarrfs/zarrfs/integration"
 	"github.com/zarrfs/zarrfs/zarr"
-	"github.com/zarrfs/zarrfs/zarr/nd"
 	"github.com/zarrfs/zarrfs/zarr/store/azstore/aztest"
 	"github.com/zarrfs/zarrfs/zarr/zarrtest"
 )
@@ -134,66 +129,8 @@ func TestAzTwoMounts(t *testing.T) {
 	srv.Container(t, "zarr")
 	dir, _ := writeStore(t)
 	srv.Upload(t, dir, "zarr", "two")
-	_, counter := azProxy(t, srv)
-	a := storeArray(t, dir, "int32_raw_3d") // raw inner chunks: any bytes of the right size
-	size := 4 * nd.Size(a.Sharding().ChunkShape())
-	var coords [][]int
-	grid := a.InnerGrid()
-	for c := make([]int, len(grid)); ; {
-		coords = append(coords, slices.Clone(c))
-		if !nd.Next(c, grid) {
-			break
-		}
-	}
-	content := func(mount, i int) []byte {
-		return bytes.Repeat([]byte{byte(mount + 1), byte(i), byte(i >> 8), 0x5a}, size/4)
-	}
-	mounts := []*integration.Mount{
-		mount(t, "az://zarr/two", "--journal-dir", t.TempDir()),
-		mount(t, "az://zarr/two", "--journal-dir", t.TempDir()),
-	}
-	var wg sync.WaitGroup
-	for k, m := range mounts {
-		wg.Go(func() {
-			for i, c := range coords {
-				if i%2 != k {
-					continue
-				}
-				p := filepath.Join(m.Dir, "v3", a.Path, keyIn(a, "v3", c))
-				if err := os.WriteFile(p, content(k, i), 0o644); err != nil {
-					t.Errorf("mount %d: write %s: %v", k, p, err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	// Both publish what they hold as they unmount, at once, so that their
-	// conditional writes race.
-	for _, m := range mounts {
-		wg.Go(func() {
-			if err := m.Stop(); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	wg.Wait()
-	t.Logf("%d inner chunks written by two mounts; requests: %v", len(coords), counter.take())
-	got := t.TempDir()
-	srv.Download(t, "zarr", "two", got)
-	lost := 0
-	for i, c := range coords {
-		b, ok := storedInner(t, got, a, c)
-		if !ok || !bytes.Equal(b, content(i%2, i)) {
-			lost++
-			if lost <= 5 {
-				t.Errorf("inner chunk %v does not hold what mount %d wrote", c, i%2)
-			}
-		}
-	}
-	if lost > 0 {
-		t.Errorf("%d of %d writes lost", lost, len(coords))
-	}
+	azProxy(t, srv)
+	twoMountsLoseNothing(t, dir, srv, "zarr", "two", "az://zarr/two")
 }
 
 // TestAzSASStaysSecret: a container's https:// URL with a SAS token, as
