@@ -1,8 +1,10 @@
 package keyspace
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"slices"
 	"sync"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/zarrfs/zarrfs/codec/sharding"
 	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/dtype"
+	"github.com/zarrfs/zarrfs/zarr/engine"
 	"github.com/zarrfs/zarrfs/zarr/meta"
 )
 
@@ -23,10 +26,12 @@ type doc struct {
 // chunks of a sharded array), key encoding, metadata documents, and how a
 // stored chunk becomes a file.
 type arrayView struct {
-	fs    *FS
-	view  View
-	path  string // the array's path in the view and in the store
-	a     *zarr.Array
+	fs   *FS
+	view View
+	path string // the array's path in the view and in the store
+	a    *zarr.Array
+	// eng locates and reads the stored chunks of the view's grid.
+	eng   *engine.Array
 	shard *sharding.Codec // nil for unsharded arrays
 	grid  []int           // chunks of the view along each axis
 	keys  meta.KeyEncoding
@@ -53,8 +58,6 @@ type arrayView struct {
 	docs   []doc
 	// seq is where a sequential reader is, for reading ahead.
 	seq sequence
-	// recent are the shards of the last reads from a store read by ranges.
-	recent recent
 	// peerTargets are the encodings peers of other V2Transcode settings
 	// asked for, by setting (peerTarget).
 	peerTargets sync.Map
@@ -64,13 +67,11 @@ type arrayView struct {
 // cannot show it.
 func newArrayView(f *FS, n *zarr.Node, v View) (*arrayView, error) {
 	a := n.Array
-	av := &arrayView{fs: f, view: v, path: n.Path, a: a, shard: a.Sharding(), source: a.Pipeline(), grid: a.Grid(), keys: a.Keys}
+	eng := f.engine.Array(a)
+	av := &arrayView{fs: f, view: v, path: n.Path, a: a, eng: eng, shard: eng.Sharding(), source: eng.Source(), grid: eng.Grid(), keys: a.Keys}
 	chunk, chain := a.ChunkShape, a.Codecs
 	if av.shard != nil {
-		cfg := av.shard.Config()
-		chunk, chain = av.shard.ChunkShape(), cfg.Codecs
-		av.source = av.shard.Inner()
-		av.grid = a.InnerGrid()
+		chunk, chain = av.shard.ChunkShape(), av.shard.Config().Codecs
 	}
 	av.chunk, av.chain = chunk, chain
 	var err error
@@ -237,4 +238,44 @@ func v2String(v codec.V2Chain) string {
 		s += " compressor=" + string(v.Compressor)
 	}
 	return s
+}
+
+// locate finds the stored bytes of the chunk at view coordinates; ok is
+// false when the chunk is empty (an empty index entry or a missing shard).
+func (av *arrayView) locate(ctx context.Context, coords []int, fresh bool) (engine.Location, bool, error) {
+	loc, ok, err := av.eng.Locate(ctx, coords, fresh)
+	if err == nil && ok {
+		err = av.checkTrailer(ctx, loc)
+	}
+	return loc, ok, err
+}
+
+// locateUnchecked locates a chunk from its shard's cached index when its
+// bytes are read straight from the store (engine.Array.LocateUnchecked);
+// a transcoded chunk never is (its transcode is cached).
+func (av *arrayView) locateUnchecked(ctx context.Context, coords []int) (engine.Location, bool, error) {
+	if av.target != nil {
+		return engine.Location{}, false, nil
+	}
+	loc, ok, err := av.eng.LocateUnchecked(ctx, coords)
+	if err == nil && ok {
+		err = av.checkTrailer(ctx, loc)
+	}
+	return loc, ok, err
+}
+
+// checkTrailer refuses chunks too short for the checksum the view drops.
+func (av *arrayView) checkTrailer(ctx context.Context, loc engine.Location) error {
+	if loc.N < int64(av.drop) {
+		err := fmt.Errorf("%w: %s: a chunk of %d bytes cannot end with a %d-byte checksum", ErrCorrupt, loc.Key, loc.N, av.drop)
+		av.fs.logOnce(ctx, loc.Key, "inner chunk shorter than its checksum: its files give EIO", "error", err)
+		return err
+	}
+	return nil
+}
+
+// stored yields the view coordinates of every stored chunk whose leading
+// coordinates equal prefix (engine.Array.Stored).
+func (av *arrayView) stored(ctx context.Context, prefix []int) iter.Seq2[[]int, error] {
+	return av.eng.Stored(ctx, prefix)
 }

@@ -3,30 +3,18 @@ package keyspace
 import (
 	"fmt"
 
+	"github.com/zarrfs/zarrfs/zarr/engine"
 	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
-// The keys of the mount's in-memory cache (FS.cache), one function per
-// kind of value. Each kind has its own tag, so keys of two kinds never
-// meet; every key of stored bytes names the object's generation, so a
-// rewritten shard's entries are never served again (they age out).
-//
-// The keys of the disk cache and of the cluster are in diskcache.go and
-// cluster.go: they leave the process, and name the store too. Blocks of
-// stored objects (package blocks) are kept here under those keys too.
-
-// objectKey is the key of an objectState: what is known of a stored
-// object (for a shard, its index).
-func objectKey(key string) string { return "obj\x00" + key }
-
-// chunkRangeKey is the key of one chunk's stored bytes, read by range.
-func chunkRangeKey(loc location) string {
-	return fmt.Sprintf("raw\x00%s\x00%s\x00%d", loc.key, loc.gen, loc.off)
-}
+// The keys the views keep in the engine's in-memory cache
+// (engine.Engine.Cache), beside the engine's own (tags "obj" and "raw"):
+// each kind has its own tag, and every key of what stored bytes give
+// names the object's generation.
 
 // trailerKey marks the chunk at loc as having passed its crc32c check.
-func trailerKey(loc location) string {
-	return fmt.Sprintf("crc\x00%s\x00%s\x00%d", loc.key, loc.gen, loc.off)
+func trailerKey(loc engine.Location) string {
+	return fmt.Sprintf("crc\x00%s\x00%s\x00%d", loc.Key, loc.Gen, loc.Off)
 }
 
 // transcodeKey is the key of a chunk of the view's grid re-encoded with

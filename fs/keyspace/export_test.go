@@ -7,10 +7,3 @@ func SetMaxTempTotal(n int64) (restore func()) {
 	maxTempTotal = n
 	return func() { maxTempTotal = old }
 }
-
-// RewriteCounters is how many objects f keeps a rewrite counter for.
-func RewriteCounters(f *FS) int {
-	n := 0
-	f.gens.Range(func(any, any) bool { n++; return true })
-	return n
-}

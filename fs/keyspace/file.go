@@ -12,6 +12,7 @@ import (
 
 	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/engine"
 	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
@@ -126,7 +127,7 @@ func (f *Chunk) Attr(ctx context.Context) (Attr, error) {
 	if !ok {
 		return Attr{}, ErrNotFound
 	}
-	attr := Attr{Ino: inode(f.view, f.path), Size: loc.n - int64(f.arr.drop), Mtime: loc.mtime}
+	attr := Attr{Ino: inode(f.view, f.path), Size: loc.N - int64(f.arr.drop), Mtime: loc.ModTime}
 	if f.arr.target == nil {
 		return attr, nil
 	}
@@ -208,7 +209,7 @@ func (f *Chunk) Open(ctx context.Context) (*Handle, error) { return f.open(ctx, 
 
 // Upcoming reports whether the file is the chunk that a reader reading
 // its array's chunks in key order reads next, or a chunk of a shard read
-// densely (see arrayView.touched) that is cached: its content is then worth handing
+// densely (see engine.Array.Touched) that is cached: its content is then worth handing
 // to the kernel before the reader asks for it. Chunks of arrays read in
 // no order are not, so that listing or stat-ing a chunk directory reads
 // no chunk.
@@ -216,7 +217,7 @@ func (f *Chunk) Upcoming() bool {
 	f.arr.seq.mu.Lock()
 	follows := f.arr.seq.follows(f.arr, f.coords)
 	f.arr.seq.mu.Unlock()
-	return follows || f.arr.denseCached(f.coords)
+	return follows || f.arr.eng.DenseCached(f.coords)
 }
 
 // ReadAt locates the chunk with the cached shard index (revalidated as
@@ -264,27 +265,27 @@ func (f *Chunk) open(ctx context.Context, fresh bool) (*Handle, error) {
 		if !ok {
 			return nil, ErrNotFound
 		}
-		if f.fs.files == nil && loc.data == nil && i == 0 {
-			f.arr.touched(loc)
+		if !f.fs.engine.OpensFiles() && loc.Data == nil && i == 0 {
+			f.arr.eng.Touched(loc)
 		}
 		if f.arr.target != nil {
 			b, err := f.transcoded(ctx, loc)
-			if errors.Is(err, errStale) {
+			if errors.Is(err, engine.ErrStale) {
 				fresh = true
 				continue
 			}
 			if err != nil {
 				return nil, err
 			}
-			return &Handle{data: b, size: int64(len(b)), served: &f.fs.counts.transcodedBytes, Generation: loc.gen}, nil
+			return &Handle{data: b, size: int64(len(b)), served: &f.fs.counts.transcodedBytes, Generation: loc.Gen}, nil
 		}
-		if loc.data != nil { // a pending update, validated when written
-			n := loc.n - int64(f.arr.drop)
-			return &Handle{data: loc.data[:n], size: n, served: &f.fs.counts.passThroughBytes, Generation: loc.gen}, nil
+		if loc.Data != nil { // a pending update, validated when written
+			n := loc.N - int64(f.arr.drop)
+			return &Handle{data: loc.Data[:n], size: n, served: &f.fs.counts.passThroughBytes, Generation: loc.Gen}, nil
 		}
-		if f.fs.files == nil { // a store read by ranges
-			b, err := f.arr.readStored(ctx, loc)
-			if errors.Is(err, errStale) {
+		if !f.fs.engine.OpensFiles() { // a store read by ranges
+			b, err := f.arr.eng.ReadStored(ctx, loc)
+			if errors.Is(err, engine.ErrStale) {
 				fresh = true // locate it again in the shard's new index
 				continue
 			}
@@ -295,11 +296,11 @@ func (f *Chunk) open(ctx context.Context, fresh bool) (*Handle, error) {
 			if err != nil {
 				return nil, err
 			}
-			n := loc.n - int64(f.arr.drop)
-			return &Handle{data: b[:n], size: n, served: &f.fs.counts.passThroughBytes, Generation: loc.gen}, nil
+			n := loc.N - int64(f.arr.drop)
+			return &Handle{data: b[:n], size: n, served: &f.fs.counts.passThroughBytes, Generation: loc.Gen}, nil
 		}
-		file, release, err := f.fs.files.acquire(ctx, loc.key, loc.gen)
-		if errors.Is(err, errStale) {
+		file, release, err := f.fs.engine.OpenShard(ctx, loc)
+		if errors.Is(err, engine.ErrStale) {
 			fresh = true
 			continue
 		}
@@ -310,70 +311,23 @@ func (f *Chunk) open(ctx context.Context, fresh bool) (*Handle, error) {
 			release()
 			return nil, err
 		}
-		return &Handle{file: file, off: loc.off, size: loc.n - int64(f.arr.drop), release: release, served: &f.fs.counts.passThroughBytes, Generation: loc.gen}, nil
+		return &Handle{file: file, off: loc.Off, size: loc.N - int64(f.arr.drop), release: release, served: &f.fs.counts.passThroughBytes, Generation: loc.Gen}, nil
 	}
 	return nil, fmt.Errorf("%s: the shard keeps changing", f.path)
 }
 
-// readStored reads a chunk's stored bytes: from an open shard file, or
-// by ranges tied to the shard's generation (errStale when the shard was
-// replaced since its index was read; see readRange).
-func (av *arrayView) readStored(ctx context.Context, loc location) ([]byte, error) {
-	if loc.data != nil {
-		return loc.data, nil
-	}
-	if av.fs.files == nil {
-		return av.readRange(ctx, loc)
-	}
-	if err := av.fitsInMemory(ctx, loc); err != nil {
-		return nil, err
-	}
-	return av.readShardFile(ctx, loc, make([]byte, loc.n))
-}
-
-// readShardFile reads the stored bytes at loc of a local shard file into
-// b, of loc.n bytes.
-func (av *arrayView) readShardFile(ctx context.Context, loc location, b []byte) ([]byte, error) {
-	file, release, err := av.fs.files.acquire(ctx, loc.key, loc.gen)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	n, err := file.ReadAt(b, loc.off)
-	if n == len(b) {
-		return b, nil
-	}
-	if err == io.EOF {
-		return nil, fmt.Errorf("%w: %s: the inner chunk at offset %d ends past the end of the shard", ErrCorrupt, loc.key, loc.off)
-	}
-	return nil, fmt.Errorf("%s: %w", loc.key, err)
-}
-
-// fitsInMemory refuses to read a stored chunk whole when it is larger than
-// any chunk of the array encodes to: a corrupt index entry, or one in a
-// sparse shard, must not make the daemon allocate gigabytes. Reads by
-// range still serve such a chunk's file as stored.
-func (av *arrayView) fitsInMemory(ctx context.Context, loc location) error {
-	if err := av.source.CheckEncodedSize(loc.n); err != nil {
-		err = fmt.Errorf("%w: %s: the inner chunk at offset %d: %v", ErrCorrupt, loc.key, loc.off, err)
-		av.fs.logOnce(ctx, loc.key, "inner chunk too large to read whole", "error", err)
-		return err
-	}
-	return nil
-}
-
 // verifyTrailerOf verifies the chunk at loc of an open shard file, reading
 // it only when it was not verified before.
-func (f *Chunk) verifyTrailerOf(ctx context.Context, file store.Object, loc location) error {
+func (f *Chunk) verifyTrailerOf(ctx context.Context, file store.Object, loc engine.Location) error {
 	if _, ok := f.fs.cache.Get(trailerKey(loc)); !f.arr.verify || ok {
 		return nil
 	}
-	if err := f.arr.fitsInMemory(ctx, loc); err != nil {
+	if err := f.arr.eng.CheckSize(ctx, loc); err != nil {
 		return err
 	}
-	b := make([]byte, loc.n)
-	if _, err := file.ReadAt(b, loc.off); err != nil && err != io.EOF {
-		return fmt.Errorf("%s: %w", loc.key, err)
+	b := make([]byte, loc.N)
+	if _, err := file.ReadAt(b, loc.Off); err != nil && err != io.EOF {
+		return fmt.Errorf("%s: %w", loc.Key, err)
 	}
 	return f.verifyTrailer(ctx, loc, b)
 }
@@ -382,7 +336,7 @@ func (f *Chunk) verifyTrailerOf(ctx context.Context, file store.Object, loc loca
 // once per shard generation: no view serves bytes that fail their checksum
 // (v2 readers could not tell, as the view leaves the checksum out; not
 // every v3 reader checks it).
-func (f *Chunk) verifyTrailer(ctx context.Context, loc location, b []byte) error {
+func (f *Chunk) verifyTrailer(ctx context.Context, loc engine.Location, b []byte) error {
 	if !f.arr.verify {
 		return nil
 	}
@@ -391,8 +345,8 @@ func (f *Chunk) verifyTrailer(ctx context.Context, loc location, b []byte) error
 		return nil
 	}
 	if !codec.EndsWithCRC32C(b) {
-		f.fs.logOnce(ctx, loc.key, "inner chunk checksum mismatch: its files give EIO", "chunk", f.path)
-		return fmt.Errorf("%w: %s: crc32c of inner chunk at offset %d does not match", ErrCorrupt, loc.key, loc.off)
+		f.fs.logOnce(ctx, loc.Key, "inner chunk checksum mismatch: its files give EIO", "chunk", f.path)
+		return fmt.Errorf("%w: %s: crc32c of inner chunk at offset %d does not match", ErrCorrupt, loc.Key, loc.Off)
 	}
 	f.fs.cache.Add(key, struct{}{}, int64(len(key)+16))
 	return nil
@@ -400,7 +354,7 @@ func (f *Chunk) verifyTrailer(ctx context.Context, loc location, b []byte) error
 
 // transcoded returns the chunk re-encoded with the view's codecs (cached),
 // and has the chunks after it prepared when it is read in sequence.
-func (f *Chunk) transcoded(ctx context.Context, loc location) ([]byte, error) {
+func (f *Chunk) transcoded(ctx context.Context, loc engine.Location) ([]byte, error) {
 	b, err := f.arr.transcoded(ctx, f.coords, loc)
 	if err == nil {
 		f.fs.readAhead.after(f.arr, f.coords)
@@ -424,7 +378,7 @@ func (f *Chunk) Delivered(ctx context.Context, off int64, n int) {
 		return
 	}
 	if loc, ok, err := f.arr.locate(ctx, f.coords, false); err == nil && ok {
-		f.fs.cache.Remove(f.arr.transcodeKey(f.coords, loc.gen))
+		f.fs.cache.Remove(f.arr.transcodeKey(f.coords, loc.Gen))
 	}
 }
 
@@ -445,9 +399,9 @@ func (f *Chunk) Xattrs(ctx context.Context) ([]Xattr, error) {
 		return nil, ErrNotFound
 	}
 	return []Xattr{
-		{"user.zarr.shard", loc.key},
-		{"user.zarr.offset", strconv.FormatInt(loc.off, 10)},
-		{"user.zarr.nbytes", strconv.FormatInt(loc.n, 10)},
+		{"user.zarr.shard", loc.Key},
+		{"user.zarr.offset", strconv.FormatInt(loc.Off, 10)},
+		{"user.zarr.nbytes", strconv.FormatInt(loc.N, 10)},
 		{"user.zarr.codecs", f.arr.codecs},
 	}, nil
 }

@@ -5,11 +5,12 @@
 // behaviour of the mount can be tested without mounting; package fs binds
 // it to go-fuse.
 //
-// Chunk files are resolved by parsing names to coordinates and consulting
-// one shard index (cached); directory listings stream from the shard
-// indexes. File content is the stored bytes of the inner chunk (served as
-// a byte range of the shard), or, where the view's codecs differ from the
-// stored ones, the chunk transcoded.
+// Chunk files are resolved by parsing names to coordinates, which the read
+// engine (package zarr/engine) locates in their shard's index; directory
+// listings stream from the shard indexes. File content is the stored
+// bytes of the inner chunk (served as a byte range of the shard), or,
+// where the view's codecs differ from the stored ones, the chunk
+// transcoded.
 package keyspace
 
 import (
@@ -21,9 +22,9 @@ import (
 	"time"
 
 	"github.com/zarrfs/zarrfs/cache"
-	"github.com/zarrfs/zarrfs/cache/cluster"
 	"github.com/zarrfs/zarrfs/cache/diskcache"
 	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/engine"
 	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/writeback"
 )
@@ -50,7 +51,7 @@ var (
 	ErrNotFound = errors.New("no such file or directory")
 	// ErrCorrupt: stored data cannot be served (EIO). Wrapped with the
 	// store key and the reason.
-	ErrCorrupt = errors.New("corrupt data")
+	ErrCorrupt = engine.ErrCorrupt
 	// ErrNoSpace: temporary files hold all the memory they may (ENOSPC).
 	ErrNoSpace = errors.New("no space for temporary files")
 	// ErrInvalid: written bytes are not one valid chunk or document (EINVAL).
@@ -124,7 +125,6 @@ type FS struct {
 	store  store.Store
 	opts   Options
 	counts counters
-	logged sync.Map // problem -> struct{}: log each problem once
 
 	// The views, built once from the hierarchy.
 	roots map[View]*Dir
@@ -145,28 +145,16 @@ type FS struct {
 	// unlinked, until rmdir removes them (delete.go); guarded by meta.
 	doomed map[string]bool
 
-	// Reading: what is kept of stored objects, and how they are fetched.
-	cache *cache.Cache // keys: cachekeys.go
-	// files keeps shard files open on stores that open values (local
-	// directories); on others chunks are read by range (nil).
-	files *fileCache
-	lists listings
-	// fetching holds the chunks that a fetch under way will cache, by
-	// chunkRangeKey: a *span.
-	fetching sync.Map
-	// cluster shares what is read from a remote store with the mounts of
-	// other machines (JoinCluster); nil: none.
-	cluster *cluster.Cluster
+	// Reading: the engine locates and reads the stored chunks; cache is
+	// its memory cache, which keeps what the views derive from them too
+	// (keys: cachekeys.go).
+	engine *engine.Engine
+	cache  *cache.Cache
 	// readAhead prepares transcoded chunks ahead of sequential readers.
 	readAhead *readAhead
-	gens      sync.Map // store key of a rewritten object -> *atomic.Uint64, see generation
-	// bg is the context of work no request waits for (read-ahead, checks
-	// of shards outlasting their readers' wait), cancelled by Close: work
-	// waiting on a stalled store must not hold up an unmount.
-	bg       context.Context
-	stopBg   context.CancelFunc
-	checks   sync.WaitGroup // checks under way in the background
-	checking sync.Map       // store key -> *check under way
+	// stopBg cancels the context of work no request waits for (read-ahead),
+	// at Close: work waiting on a stalled store must not hold up an unmount.
+	stopBg context.CancelFunc
 
 	// Writing.
 	temps temps
@@ -176,17 +164,8 @@ type FS struct {
 	// madeDirs the chunk key directories made in their arrays (tempKey).
 	created  sync.Map
 	madeDirs sync.Map
-	// pending are the updates not yet in their shards: the Writer's, or
-	// the Unpublished ones; nil when there are none.
-	pending pendingUpdates
 	// notify tells the binding which files a write changed (SetNotifier).
 	notify func(Alias)
-}
-
-// pendingUpdates are inner chunk updates that their shards do not hold yet.
-type pendingUpdates interface {
-	Lookup(a *zarr.Array, coords []int) (writeback.Pending, bool)
-	PendingShards(a *zarr.Array) map[string]writeback.PendingShard
 }
 
 // New builds the views of h.
@@ -197,21 +176,13 @@ func New(h *zarr.Hierarchy, opts Options) *FS {
 	if opts.V2Transcode == "" {
 		opts.V2Transcode = TranscodeRaw
 	}
-	if opts.CacheBytes <= 0 {
-		opts.CacheBytes = 256 << 20
-	}
-	if opts.Revalidate <= 0 {
-		opts.Revalidate = time.Second
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	bg, stopBg := context.WithCancel(context.Background())
 	f := &FS{
 		h: h, store: h.Store, opts: opts,
-		cache:     cache.New(opts.CacheBytes),
 		readAhead: newReadAhead(bg, opts.ReadAhead),
-		bg:        bg,
 		stopBg:    stopBg,
 		mtime:     time.Now(),
 		arrays:    map[string]map[View]*arrayView{},
@@ -220,15 +191,18 @@ func New(h *zarr.Hierarchy, opts Options) *FS {
 		doomed:    map[string]bool{},
 		notify:    func(Alias) {},
 	}
+	eo := engine.Options{CacheBytes: opts.CacheBytes, Revalidate: opts.Revalidate, Logger: opts.Logger, DiskCache: opts.DiskCache, ReadAhead: opts.ReadAhead > 0,
+		Changed: func(a *zarr.Array, coords []int) { f.chunkChanged(a, coords, true) }}
 	switch {
 	case opts.Writer != nil:
-		f.pending = opts.Writer
-		opts.Writer.OnPublished(f.ShardPublished)
+		eo.Pending = opts.Writer
 	case opts.Unpublished != nil:
-		f.pending = opts.Unpublished
+		eo.Pending = opts.Unpublished
 	}
-	if o, ok := h.Store.(store.Opener); ok {
-		f.files = newFileCache(o, 128)
+	f.engine = engine.New(h.Store, eo)
+	f.cache = f.engine.Cache()
+	if opts.Writer != nil {
+		opts.Writer.OnPublished(f.engine.Rewritten)
 	}
 	f.omeLevels = findOMELevels(h)
 	f.roots = map[View]*Dir{V3: f.buildView(V3), V2: f.buildView(V2)}
@@ -243,7 +217,7 @@ func (f *FS) Writable() bool { return f.opts.Writer != nil }
 
 // Revalidate is how long what is known of a stored object is trusted
 // (Options.Revalidate).
-func (f *FS) Revalidate() time.Duration { return f.opts.Revalidate }
+func (f *FS) Revalidate() time.Duration { return f.engine.Revalidate() }
 
 // Alias names an entry of a view whose content or existence changed.
 type Alias struct {
@@ -267,20 +241,12 @@ func (f *FS) Close() {
 	f.logAbandoned()
 	f.stopBg()
 	f.readAhead.work.Wait()
-	f.checks.Wait()
-	if f.files != nil {
-		f.files.close()
-	}
-	if f.cluster != nil {
-		f.cluster.Close()
-	}
+	f.engine.Close()
 }
 
 // logOnce logs a problem the first time it is seen.
 func (f *FS) logOnce(ctx context.Context, key, msg string, args ...any) {
-	if _, seen := f.logged.LoadOrStore(key+"\x00"+msg, struct{}{}); !seen {
-		f.opts.Logger.WarnContext(ctx, msg, append([]any{"key", key}, args...)...)
-	}
+	f.engine.LogOnce(ctx, key, msg, args...)
 }
 
 // Attr describes a file or directory.

@@ -1,4 +1,4 @@
-package keyspace
+package engine
 
 import (
 	"encoding/json"
@@ -23,18 +23,18 @@ type diskIndex struct {
 	Index      []byte // encoded as in the shard
 }
 
-func (av *arrayView) diskIndexKey(key string) string {
-	return fmt.Sprintf("%s\x00%s\x00%s", indexKind, av.fs.store, key)
+func (a *Array) diskIndexKey(key string) string {
+	return fmt.Sprintf("%s\x00%s\x00%s", indexKind, a.e.store, key)
 }
 
 // cachedIndex returns the state of the shard at key the disk cache holds,
 // to be revalidated; nil when it holds none.
-func (av *arrayView) cachedIndex(key string) *objectState {
-	dc := av.fs.opts.DiskCache
-	if dc == nil || av.fs.files != nil {
+func (a *Array) cachedIndex(key string) *objectState {
+	dc := a.e.opts.DiskCache
+	if dc == nil || a.e.files != nil {
 		return nil
 	}
-	b, ok := dc.Get(av.diskIndexKey(key))
+	b, ok := dc.Get(a.diskIndexKey(key))
 	if !ok {
 		return nil
 	}
@@ -42,26 +42,26 @@ func (av *arrayView) cachedIndex(key string) *objectState {
 	if json.Unmarshal(b, &d) != nil {
 		return nil
 	}
-	ix, err := av.shard.DecodeIndex(d.Index, d.Size)
+	ix, err := a.shard.DecodeIndex(d.Index, d.Size)
 	if err != nil {
 		return nil
 	}
-	s := &objectState{key: key, exists: true, info: store.Info{Size: d.Size, ModTime: d.ModTime, Generation: d.Generation}, index: ix, gen: av.fs.generation(key)}
+	s := &objectState{key: key, exists: true, info: store.Info{Size: d.Size, ModTime: d.ModTime, Generation: d.Generation}, index: ix, rewrites: a.e.rewrites(key)}
 	return s
 }
 
 // keepIndex writes a shard's index to the disk cache.
-func (av *arrayView) keepIndex(s *objectState) {
-	dc := av.fs.opts.DiskCache
-	if dc == nil || av.fs.files != nil || s.index == nil || s.err != nil {
+func (a *Array) keepIndex(s *objectState) {
+	dc := a.e.opts.DiskCache
+	if dc == nil || a.e.files != nil || s.index == nil || s.err != nil {
 		return
 	}
-	enc, err := av.shard.EncodeIndex(s.index)
+	enc, err := a.shard.EncodeIndex(s.index)
 	if err != nil {
 		return
 	}
 	b, err := json.Marshal(diskIndex{Generation: s.info.Generation, Size: s.info.Size, ModTime: s.info.ModTime, Index: enc})
 	if err == nil {
-		dc.Put(av.diskIndexKey(s.key), b)
+		dc.Put(a.diskIndexKey(s.key), b)
 	}
 }

@@ -1,4 +1,4 @@
-package keyspace
+package engine
 
 import (
 	"container/list"
@@ -36,7 +36,7 @@ func newFileCache(s store.Opener, maxIdle int) *fileCache {
 // acquire returns the open file of key at generation gen (opening it if
 // needed) and a function that releases it. The file opened is checked to
 // be that generation; otherwise the caller's index is stale and it gets
-// errStale.
+// ErrStale.
 func (c *fileCache) acquire(ctx context.Context, key string, gen store.Generation) (store.Object, func(), error) {
 	id := key + "\x00" + string(gen)
 	c.mu.Lock()
@@ -56,7 +56,7 @@ func (c *fileCache) acquire(ctx context.Context, key string, gen store.Generatio
 	c.opens.Add(1)
 	if file.Info().Generation != gen {
 		file.Close()
-		return nil, nil, errStale
+		return nil, nil, ErrStale
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -1,4 +1,4 @@
-package keyspace
+package engine
 
 import (
 	"context"
@@ -14,32 +14,32 @@ import (
 // run, from the aligned blocks that cover it: from memory, the disk cache
 // or the cluster (whose owner of a block reads it from the store once for
 // every mount), else from the store.
-func (av *arrayView) fetchRange(ctx context.Context, loc location, span storedRange, run []storedRange) ([]byte, error) {
-	f := av.fs
+func (a *Array) fetchRange(ctx context.Context, loc Location, span storedRange, run []storedRange) ([]byte, error) {
+	e := a.e
 	if len(run) > 1 {
-		f.counts.coalesced.Add(uint64(len(run) - 1))
+		e.counts.coalesced.Add(uint64(len(run) - 1))
 	}
-	o := blocks.Object{Store: f.store.String(), Key: loc.key, Gen: loc.gen, Size: loc.size}
-	buf, err := f.blockReader().Read(ctx, o, span.off, span.n, av.blockChecks(o, span, run))
+	o := blocks.Object{Store: e.store.String(), Key: loc.Key, Gen: loc.Gen, Size: loc.Size}
+	buf, err := e.blockReader().Read(ctx, o, span.off, span.n, a.blockChecks(o, span, run))
 	if errors.Is(err, store.ErrPrecondition) {
-		return nil, errStale
+		return nil, ErrStale
 	}
 	return buf, err
 }
 
-// blockReader reads the blocks of the store through the caches the mount
-// has.
-func (f *FS) blockReader() *blocks.Reader {
-	r := &blocks.Reader{Memory: f.cache, Origin: func(ctx context.Context, o blocks.Object, p []byte, off int64) error {
-		f.counts.rangeReads.Add(1)
-		f.counts.fetchedBytes.Add(uint64(len(p)))
-		return f.store.ReadAt(ctx, o.Key, o.Gen, p, off)
+// blockReader reads the blocks of the store through the caches the
+// engine has.
+func (e *Engine) blockReader() *blocks.Reader {
+	r := &blocks.Reader{Memory: e.cache, Origin: func(ctx context.Context, o blocks.Object, p []byte, off int64) error {
+		e.counts.rangeReads.Add(1)
+		e.counts.fetchedBytes.Add(uint64(len(p)))
+		return e.store.ReadAt(ctx, o.Key, o.Gen, p, off)
 	}}
-	if f.opts.DiskCache != nil {
-		r.Disk = f.opts.DiskCache
+	if e.opts.DiskCache != nil {
+		r.Disk = e.opts.DiskCache
 	}
-	if f.cluster != nil {
-		r.Peers = f.cluster
+	if e.cluster != nil {
+		r.Peers = e.cluster
 	}
 	return r
 }
@@ -47,8 +47,8 @@ func (f *FS) blockReader() *blocks.Reader {
 // blockChecks check the blocks of span, the chunks of run: each chunk's
 // crc32c when the array's chunks end with one, in a block alone for the
 // chunks that lie in it whole, and in span for all of them.
-func (av *arrayView) blockChecks(o blocks.Object, span storedRange, run []storedRange) blocks.Checks {
-	if len(av.chain) == 0 || !codec.IsTrailingCRC32C(av.chain[len(av.chain)-1]) {
+func (a *Array) blockChecks(o blocks.Object, span storedRange, run []storedRange) blocks.Checks {
+	if len(a.chain) == 0 || !codec.IsTrailingCRC32C(a.chain[len(a.chain)-1]) {
 		return blocks.Checks{}
 	}
 	check := func(b []byte, at int64) error {

@@ -1,4 +1,4 @@
-package keyspace
+package engine
 
 import (
 	"context"
@@ -19,19 +19,16 @@ import (
 	"github.com/zarrfs/zarrfs/zarr/writeback"
 )
 
-// errStale: a shard changed between reading its index and opening it.
-var errStale = errors.New("shard changed")
-
 // objectState is what the cache knows about a stored object: a shard (with
 // its decoded index) or an unsharded chunk file, or its absence.
 type objectState struct {
-	key     string
-	exists  bool
-	info    store.Info
-	index   *sharding.Index // shards only
-	err     error           // why a shard's index is unusable
-	checked atomic.Int64    // unix nanoseconds of the last stat
-	gen     uint64          // the key's generation when loading began
+	key      string
+	exists   bool
+	info     store.Info
+	index    *sharding.Index // shards only
+	err      error           // why a shard's index is unusable
+	checked  atomic.Int64    // unix nanoseconds of the last stat
+	rewrites uint64          // the key's rewrite count when loading began
 	// byOffset are the index's stored chunks in offset order (sorted).
 	byOffset []storedRange
 	sortOnce sync.Once
@@ -52,8 +49,8 @@ func (s *objectState) size() int64 {
 // object returns the cached state of a stored object, checking the store
 // for changes when fresh is set or the state is older than the
 // revalidation interval. A state loaded by this call is not checked again.
-func (av *arrayView) object(ctx context.Context, key string, fresh bool) (*objectState, error) {
-	f := av.fs
+func (a *Array) object(ctx context.Context, key string, fresh bool) (*objectState, error) {
+	e := a.e
 	cacheKey := objectKey(key)
 	loaded := false
 	// Loads and checks are shared by the readers asking at once; each
@@ -62,32 +59,32 @@ func (av *arrayView) object(ctx context.Context, key string, fresh bool) (*objec
 	// short is not cached.
 	load := func(ctx context.Context) (any, int64, error) {
 		loaded = true
-		s := av.loadObject(ctx, key, nil)
+		s := a.loadObject(ctx, key, nil)
 		if err := ctx.Err(); err != nil {
 			return nil, 0, err
 		}
 		return s, s.size(), nil
 	}
-	v, err := f.cache.GetOrLoad(f.loadContext(ctx), cacheKey, load)
-	for err == nil && v.(*objectState).gen != f.generation(key) {
+	v, err := e.cache.GetOrLoad(e.LoadContext(ctx), cacheKey, load)
+	for err == nil && v.(*objectState).rewrites != e.rewrites(key) {
 		// Loaded before this process rewrote the object: load again.
-		f.cache.Remove(cacheKey)
-		v, err = f.cache.GetOrLoad(f.loadContext(ctx), cacheKey, load)
+		e.cache.Remove(cacheKey)
+		v, err = e.cache.GetOrLoad(e.LoadContext(ctx), cacheKey, load)
 	}
 	if err != nil {
 		return nil, err
 	}
 	s := v.(*objectState)
-	if loaded || !fresh && s.current(f) {
+	if loaded || !fresh && s.current(e) {
 		return s, nil
 	}
 	if fresh { // the check must begin after the caller's open
-		return av.recheck(ctx, key, s)
+		return a.recheck(ctx, key, s)
 	}
 	// Readers of a shard and the read-ahead wait for one check, which
 	// runs in the background: a reader waits for it up to staleWait, and
 	// is then served the cached state while the check goes on.
-	c := av.startCheck(key, s)
+	c := a.startCheck(key, s)
 	timer := time.NewTimer(staleWait)
 	defer timer.Stop()
 	select {
@@ -102,15 +99,15 @@ func (av *arrayView) object(ctx context.Context, key string, fresh bool) (*objec
 
 // recheck checks the stored object whose cached state is s, and caches
 // (and announces) what changed.
-func (av *arrayView) recheck(ctx context.Context, key string, s *objectState) (*objectState, error) {
-	next := av.loadObject(ctx, key, s)
+func (a *Array) recheck(ctx context.Context, key string, s *objectState) (*objectState, error) {
+	next := a.loadObject(ctx, key, s)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if next != s {
-		av.fs.cache.Add(objectKey(key), next, next.size())
+		a.e.cache.Add(objectKey(key), next, next.size())
 		if s.exists {
-			av.objectChanged(key)
+			a.objectChanged(key)
 		}
 	}
 	return next, nil
@@ -118,16 +115,16 @@ func (av *arrayView) recheck(ctx context.Context, key string, s *objectState) (*
 
 // startCheck starts a check of the stored object whose cached state is s
 // in the background, unless one is under way, and returns it.
-func (av *arrayView) startCheck(key string, s *objectState) *check {
-	f := av.fs
+func (a *Array) startCheck(key string, s *objectState) *check {
+	e := a.e
 	c := &check{done: make(chan struct{}), state: s}
-	if running, ok := f.checking.LoadOrStore(key, c); ok {
+	if running, ok := e.checking.LoadOrStore(key, c); ok {
 		return running.(*check)
 	}
-	f.checks.Go(func() {
-		defer f.checking.Delete(key)
+	e.checks.Go(func() {
+		defer e.checking.Delete(key)
 		defer close(c.done)
-		if next, err := av.recheck(f.bg, key, s); err == nil {
+		if next, err := a.recheck(e.bg, key, s); err == nil {
 			c.state = next
 		}
 	})
@@ -141,77 +138,65 @@ type check struct {
 	state *objectState
 }
 
-// loadContext is the context a reader waits for a shared load with. A
-// load from a local store (a file read, a transcode) is brief: the reader
-// runs it in its own goroutine, without a handoff to another (see
-// flight.Group.Do), and is not interrupted during it. One from a remote
-// store can stall, and the reader must be able to leave it.
-func (f *FS) loadContext(ctx context.Context) context.Context {
-	if f.files != nil {
-		return context.WithoutCancel(ctx)
-	}
-	return ctx
-}
-
 // staleWait bounds how long a reader waits for a check of a cached state
 // past the revalidation interval: a store that stalls must not stall the
 // reads of what is cached. A check that answers in time (any local store,
 // a remote one within a round trip) serves the reader its answer.
 const staleWait = 100 * time.Millisecond
 
-// objectChanged tells the notifier about every chunk file of a stored
+// objectChanged tells Options.Changed about every inner chunk of a stored
 // object (a shard, or an unsharded chunk) that a check found changed,
-// once its new state is cached: what the kernel keeps of those files was
-// read from the old one. The kernel then asks again before serving any
-// of them, so no reader sees one file of a shard new and a later one old.
-func (av *arrayView) objectChanged(key string) {
-	objCoords, ok := av.a.ParseChunkKey(strings.TrimPrefix(key, av.a.Path+"/"))
+// once its new state is cached: what the views' readers keep of those
+// chunks was read from the old one (they then ask again, so none sees
+// one chunk of a shard new and a later one old).
+func (a *Array) objectChanged(key string) {
+	objCoords, ok := a.z.ParseChunkKey(strings.TrimPrefix(key, a.z.Path+"/"))
 	if !ok {
 		return
 	}
 	n := 1
-	if av.shard != nil {
-		n = av.shard.NumChunks()
+	if a.shard != nil {
+		n = a.shard.NumChunks()
 	}
-	grid := av.a.InnerGrid()
+	grid := a.z.InnerGrid()
 	for i := range n {
-		if c := av.a.InnerCoords(objCoords, i); nd.Inside(c, grid) {
-			av.fs.chunkChanged(av.a, c, true)
+		if c := a.z.InnerCoords(objCoords, i); nd.Inside(c, grid) {
+			a.e.opts.Changed(a.z, c)
 		}
 	}
 }
 
 // current reports whether a cached state is younger than the revalidation
 // interval.
-func (s *objectState) current(f *FS) bool {
-	return time.Now().UnixNano()-s.checked.Load() < int64(f.opts.Revalidate)
+func (s *objectState) current(e *Engine) bool {
+	return time.Now().UnixNano()-s.checked.Load() < int64(e.opts.Revalidate)
 }
 
 // cachedObject returns the cached state of a stored object when it is
 // current, without loading or checking anything.
-func (av *arrayView) cachedObject(key string) (*objectState, bool) {
-	v, ok := av.fs.cache.Peek(objectKey(key))
+func (a *Array) cachedObject(key string) (*objectState, bool) {
+	v, ok := a.e.cache.Peek(objectKey(key))
 	if !ok {
 		return nil, false
 	}
 	s := v.(*objectState)
-	return s, s.gen == av.fs.generation(key) && s.current(av.fs)
+	return s, s.rewrites == a.e.rewrites(key) && s.current(a.e)
 }
 
 // loadObject reads what the cache keeps of a stored object: its Info, and
 // for a shard its index, with one request. With prev, the state cached
 // until now, the request is conditional: a shard whose generation did not
 // change sends no index (If-None-Match), and prev is returned, checked.
-func (av *arrayView) loadObject(ctx context.Context, key string, prev *objectState) *objectState {
+func (a *Array) loadObject(ctx context.Context, key string, prev *objectState) *objectState {
 	now := time.Now().UnixNano()
-	s := &objectState{key: key, gen: av.fs.generation(key)}
+	s := &objectState{key: key, rewrites: a.e.rewrites(key)}
 	s.checked.Store(now)
 	unchanged := func() *objectState {
 		prev.checked.Store(now)
 		return prev
 	}
-	if av.shard == nil {
-		info, err := av.fs.store.Stat(ctx, key)
+	if a.shard == nil {
+		info, err := a.e.store.Stat(ctx, key)
 		s.exists, s.info, s.err = err == nil, info, ignoreNotFound(err)
 		if prev != nil && prev.err == nil && s.err == nil && prev.exists == s.exists && prev.info.Generation == info.Generation {
 			return unchanged()
@@ -220,15 +205,15 @@ func (av *arrayView) loadObject(ctx context.Context, key string, prev *objectSta
 	}
 	if prev == nil {
 		// An index kept on disk by an earlier mount, revalidated below.
-		prev = av.cachedIndex(key)
+		prev = a.cachedIndex(key)
 	}
 	var ix *sharding.Index
 	var info store.Info
 	var err error
-	if av.fs.cluster != nil && av.fs.files == nil && av.fs.generation(key) == 0 {
+	if a.e.cluster != nil && a.e.files == nil && a.e.rewrites(key) == 0 {
 		// One load per revalidation interval for the whole cluster; a
 		// shard this process rewrote is read from the store itself.
-		ix, info, err = av.clusterShardIndex(ctx, key)
+		ix, info, err = a.clusterShardIndex(ctx, key)
 		if err == nil && prev != nil && prev.exists && prev.err == nil && info.Generation == prev.info.Generation {
 			return unchanged()
 		}
@@ -237,7 +222,7 @@ func (av *arrayView) loadObject(ctx context.Context, key string, prev *objectSta
 		if prev != nil && prev.exists {
 			cond.IfNoneMatch = prev.info.Generation
 		}
-		ix, info, err = av.a.ReadShardIndex(ctx, key, cond)
+		ix, info, err = a.z.ReadShardIndex(ctx, key, cond)
 	}
 	switch {
 	case errors.Is(err, store.ErrNotModified):
@@ -249,36 +234,38 @@ func (av *arrayView) loadObject(ctx context.Context, key string, prev *objectSta
 		return s
 	case err != nil && !errors.Is(err, sharding.ErrInvalidIndex):
 		if s.err = ignoreNotFound(err); s.err != nil {
-			av.fs.logOnce(ctx, key, "shard index unreadable: its inner chunks give EIO until it reads", "error", s.err)
+			a.e.LogOnce(ctx, key, "shard index unreadable: its inner chunks give EIO until it reads", "error", s.err)
 		}
 		return s
 	}
-	av.fs.counts.indexLoads.Add(1)
+	a.e.counts.indexLoads.Add(1)
 	s.exists, s.info, s.index, s.err = true, info, ix, err
 	if s.err != nil {
-		av.fs.logOnce(ctx, key, "unreadable shard index: its inner chunks give EIO", "error", s.err)
+		a.e.LogOnce(ctx, key, "unreadable shard index: its inner chunks give EIO", "error", s.err)
 	}
-	av.keepIndex(s)
+	a.keepIndex(s)
 	return s
 }
 
-// generation counts this process's rewrites of a stored object: a state
-// loaded at an earlier count is stale. Only rewritten objects have a
-// counter, so reading a store of millions of shards keeps none.
-func (f *FS) generation(key string) uint64 {
-	if g, ok := f.gens.Load(key); ok {
+// rewrites counts this process's rewrites of a stored object: a state
+// loaded at an earlier count is stale, whatever the store's generation
+// says (a store may answer for a while with the object it replaced).
+// Only rewritten objects have a counter, so reading a store of millions
+// of shards keeps none.
+func (e *Engine) rewrites(key string) uint64 {
+	if g, ok := e.rewriteCounts.Load(key); ok {
 		return g.(*atomic.Uint64).Load()
 	}
 	return 0
 }
 
-// ShardPublished drops what is cached about a shard this process just
+// Rewritten drops what is cached about a stored object this process just
 // rewrote, before its pending updates leave memory (Writer.OnPublished).
-func (f *FS) ShardPublished(key string) {
-	g, _ := f.gens.LoadOrStore(key, new(atomic.Uint64))
+func (e *Engine) Rewritten(key string) {
+	g, _ := e.rewriteCounts.LoadOrStore(key, new(atomic.Uint64))
 	g.(*atomic.Uint64).Add(1)
-	f.cache.Remove(objectKey(key))
-	f.lists.forget(key)
+	e.cache.Remove(objectKey(key))
+	e.lists.forget(key)
 }
 
 func ignoreNotFound(err error) error {
@@ -288,36 +275,36 @@ func ignoreNotFound(err error) error {
 	return err
 }
 
-// location is where the stored bytes of one chunk of a view's grid are:
-// a byte range of a stored object, or, for an update not yet published
-// into its shard, memory (data).
-type location struct {
-	key    string
-	gen    store.Generation
-	size   int64 // of the stored object
-	mtime  time.Time
-	off, n int64
-	data   []byte
+// Location is where the stored bytes of one chunk of an array's (inner)
+// grid are: a byte range of a stored object at a generation, or, for an
+// update not yet published into its shard, memory (Data).
+type Location struct {
+	Key     string
+	Gen     store.Generation
+	Size    int64 // of the stored object
+	ModTime time.Time
+	Off, N  int64
+	Data    []byte
 }
 
-// locate finds the stored bytes of the chunk at view coordinates; ok is
+// Locate finds the stored bytes of the chunk at (inner grid) coordinates; ok is
 // false when the chunk is empty (an empty index entry or a missing shard).
-func (av *arrayView) locate(ctx context.Context, coords []int, fresh bool) (loc location, ok bool, err error) {
-	if !nd.Inside(coords, av.grid) {
+func (a *Array) Locate(ctx context.Context, coords []int, fresh bool) (loc Location, ok bool, err error) {
+	if !nd.Inside(coords, a.grid) {
 		return loc, false, nil
 	}
-	if w := av.fs.pending; w != nil {
-		if p, pending := w.Lookup(av.a, coords); pending {
+	if w := a.e.opts.Pending; w != nil {
+		if p, pending := w.Lookup(a.z, coords); pending {
 			if p.Deleted {
 				return loc, false, nil
 			}
-			loc = location{gen: store.Generation("pending:" + strconv.FormatUint(p.Seq, 10)), mtime: p.Time, n: int64(len(p.Data)), data: p.Data}
-			return loc, true, av.checkTrailer(ctx, loc)
+			loc = Location{Gen: store.Generation("pending:" + strconv.FormatUint(p.Seq, 10)), ModTime: p.Time, N: int64(len(p.Data)), Data: p.Data}
+			return loc, true, nil
 		}
 	}
-	objCoords, local := av.a.InnerChunk(coords)
-	key := av.a.ChunkKey(objCoords)
-	s, err := av.object(ctx, key, fresh)
+	objCoords, local := a.z.InnerChunk(coords)
+	key := a.z.ChunkKey(objCoords)
+	s, err := a.object(ctx, key, fresh)
 	if err != nil {
 		return loc, false, err
 	}
@@ -327,88 +314,78 @@ func (av *arrayView) locate(ctx context.Context, coords []int, fresh bool) (loc 
 	if !s.exists {
 		return loc, false, nil
 	}
-	loc = location{key: key, gen: s.info.Generation, size: s.info.Size, mtime: s.info.ModTime, n: s.info.Size}
+	loc = Location{Key: key, Gen: s.info.Generation, Size: s.info.Size, ModTime: s.info.ModTime, N: s.info.Size}
 	if s.index != nil {
-		if loc.off, loc.n, ok = s.index.Chunk(local); !ok {
+		if loc.Off, loc.N, ok = s.index.Chunk(local); !ok {
 			return loc, false, nil
 		}
 	}
-	return loc, true, av.checkTrailer(ctx, loc)
+	return loc, true, nil
 }
 
-// locateUnchecked locates a chunk from its shard's cached index, however
+// LocateUnchecked locates a chunk from its shard's cached index, however
 // old, when its bytes will be fetched by a ranged read tied to the shard's
 // generation, straight from the store: that read checks the shard (it
-// fails with errStale if the shard changed, and confirms the index
+// fails with ErrStale if the shard changed, and confirms the index
 // otherwise), so a separate check would only cost a round trip more. ok is
-// false when the chunk must be located with locate: its bytes are cached
+// false when the chunk must be located with Locate: its bytes are cached
 // or come from elsewhere (a disk cache, the cluster, a transcode), or
 // nothing of its shard is cached.
-func (av *arrayView) locateUnchecked(ctx context.Context, coords []int) (loc location, ok bool, err error) {
-	f := av.fs
-	if f.files != nil || f.cluster != nil || f.opts.DiskCache != nil || av.target != nil || av.shard == nil || !nd.Inside(coords, av.grid) {
+func (a *Array) LocateUnchecked(ctx context.Context, coords []int) (loc Location, ok bool, err error) {
+	e := a.e
+	if e.files != nil || e.cluster != nil || e.opts.DiskCache != nil || a.shard == nil || !nd.Inside(coords, a.grid) {
 		return loc, false, nil
 	}
-	if w := f.pending; w != nil {
-		if _, pending := w.Lookup(av.a, coords); pending {
+	if w := e.opts.Pending; w != nil {
+		if _, pending := w.Lookup(a.z, coords); pending {
 			return loc, false, nil
 		}
 	}
-	objCoords, local := av.a.InnerChunk(coords)
-	key := av.a.ChunkKey(objCoords)
-	v, cached := f.cache.Peek(objectKey(key))
+	objCoords, local := a.z.InnerChunk(coords)
+	key := a.z.ChunkKey(objCoords)
+	v, cached := e.cache.Peek(objectKey(key))
 	if !cached {
 		return loc, false, nil
 	}
 	s := v.(*objectState)
-	if s.gen != f.generation(key) || s.err != nil || !s.exists || s.index == nil {
+	if s.rewrites != e.rewrites(key) || s.err != nil || !s.exists || s.index == nil {
 		return loc, false, nil
 	}
-	loc = location{key: key, gen: s.info.Generation, size: s.info.Size, mtime: s.info.ModTime}
-	if loc.off, loc.n, ok = s.index.Chunk(local); !ok || f.cache.Contains(chunkRangeKey(loc)) {
+	loc = Location{Key: key, Gen: s.info.Generation, Size: s.info.Size, ModTime: s.info.ModTime}
+	if loc.Off, loc.N, ok = s.index.Chunk(local); !ok || e.cache.Contains(chunkRangeKey(loc)) {
 		return loc, false, nil
 	}
-	if !s.current(f) {
+	if !s.current(e) {
 		// Not waited for: what the chunk's read fetches is checked. This
 		// check is for those who only look (stat, ls), and the other
 		// chunks of the shard.
-		av.startCheck(key, s)
+		a.startCheck(key, s)
 	}
-	return loc, true, av.checkTrailer(ctx, loc)
+	return loc, true, nil
 }
 
-// checkTrailer refuses chunks too short for the checksum the view drops.
-func (av *arrayView) checkTrailer(ctx context.Context, loc location) error {
-	if loc.n < int64(av.drop) {
-		err := fmt.Errorf("%w: %s: a chunk of %d bytes cannot end with a %d-byte checksum", ErrCorrupt, loc.key, loc.n, av.drop)
-		av.fs.logOnce(ctx, loc.key, "inner chunk shorter than its checksum: its files give EIO", "error", err)
-		return err
-	}
-	return nil
-}
-
-// stored yields the view coordinates of every stored chunk whose leading
+// Stored yields the (inner grid) coordinates of every stored chunk whose leading
 // coordinates equal prefix, shard by shard; pending updates count as stored
 // (puts) or not (deletions).
-func (av *arrayView) stored(ctx context.Context, prefix []int) iter.Seq2[[]int, error] {
+func (a *Array) Stored(ctx context.Context, prefix []int) iter.Seq2[[]int, error] {
 	return func(yield func([]int, error) bool) {
-		per := make([]int, len(av.grid))
+		per := make([]int, len(a.grid))
 		for d := range per {
 			per[d] = 1
 		}
-		if av.shard != nil {
-			per = av.shard.Grid()
+		if a.shard != nil {
+			per = a.shard.Grid()
 		}
 		var pending map[string]writeback.PendingShard
-		if w := av.fs.pending; w != nil && av.shard != nil {
-			pending = w.PendingShards(av.a)
+		if w := a.e.opts.Pending; w != nil && a.shard != nil {
+			pending = w.PendingShards(a.z)
 		}
 		// emit yields the inner chunks of one object: those stored (unless
 		// deleted) and then those only pending.
 		emit := func(objCoords []int, p writeback.PendingShard, stored func(i int) bool) bool {
 			n := 1
-			if av.shard != nil {
-				n = av.shard.NumChunks()
+			if a.shard != nil {
+				n = a.shard.NumChunks()
 			}
 			for _, onlyPending := range []bool{false, true} {
 				for i := 0; i < n; i++ {
@@ -416,15 +393,15 @@ func (av *arrayView) stored(ctx context.Context, prefix []int) iter.Seq2[[]int, 
 					if onlyPending && (u != writeback.Written || stored(i)) || !onlyPending && (!stored(i) || u == writeback.Deleted) {
 						continue
 					}
-					c := av.a.InnerCoords(objCoords, i)
-					if nd.Inside(c, av.grid) && hasPrefix(c, prefix) && !yield(c, nil) {
+					c := a.z.InnerCoords(objCoords, i)
+					if nd.Inside(c, a.grid) && hasPrefix(c, prefix) && !yield(c, nil) {
 						return false
 					}
 				}
 			}
 			return true
 		}
-		for objCoords, err := range av.candidates(ctx) {
+		for objCoords, err := range a.candidates(ctx) {
 			if err != nil {
 				yield(nil, err)
 				return
@@ -432,10 +409,10 @@ func (av *arrayView) stored(ctx context.Context, prefix []int) iter.Seq2[[]int, 
 			if !matchesPrefix(objCoords, per, prefix) {
 				continue
 			}
-			key := av.a.ChunkKey(objCoords)
+			key := a.z.ChunkKey(objCoords)
 			p, hasPending := pending[key]
 			delete(pending, key)
-			s, err := av.object(ctx, key, false)
+			s, err := a.object(ctx, key, false)
 			if err != nil {
 				if !yield(nil, err) {
 					return

@@ -1,4 +1,4 @@
-package keyspace
+package engine
 
 import (
 	"context"
@@ -25,30 +25,30 @@ type listing struct {
 
 // candidates yields the chunk (shard) coordinates that may be stored: the
 // array's listing, cached on stores read by ranges.
-func (av *arrayView) candidates(ctx context.Context) iter.Seq2[[]int, error] {
-	f := av.fs
-	if f.files != nil {
-		return av.a.ChunkCandidates(ctx)
+func (a *Array) candidates(ctx context.Context) iter.Seq2[[]int, error] {
+	e := a.e
+	if e.files != nil {
+		return a.z.ChunkCandidates(ctx)
 	}
 	return func(yield func([]int, error) bool) {
-		f.lists.mu.Lock()
-		l, ok := f.lists.arrays[av.a.Path]
-		f.lists.mu.Unlock()
-		if !ok || time.Since(l.at) > f.opts.Revalidate {
+		e.lists.mu.Lock()
+		l, ok := e.lists.arrays[a.z.Path]
+		e.lists.mu.Unlock()
+		if !ok || time.Since(l.at) > e.opts.Revalidate {
 			l = listing{at: time.Now()}
-			for c, err := range av.a.ChunkCandidates(ctx) {
+			for c, err := range a.z.ChunkCandidates(ctx) {
 				if err != nil {
 					yield(nil, err)
 					return
 				}
 				l.coords = append(l.coords, c)
 			}
-			f.lists.mu.Lock()
-			if f.lists.arrays == nil {
-				f.lists.arrays = map[string]listing{}
+			e.lists.mu.Lock()
+			if e.lists.arrays == nil {
+				e.lists.arrays = map[string]listing{}
 			}
-			f.lists.arrays[av.a.Path] = l
-			f.lists.mu.Unlock()
+			e.lists.arrays[a.z.Path] = l
+			e.lists.mu.Unlock()
 		}
 		for _, c := range l.coords {
 			if !yield(c, nil) {
@@ -61,10 +61,10 @@ func (av *arrayView) candidates(ctx context.Context) iter.Seq2[[]int, error] {
 // unlisted reports whether the cached listing of the array, if there is
 // one, lacks the chunk (shard) at objCoords: a probe for it would only
 // find it missing.
-func (av *arrayView) unlisted(objCoords []int) bool {
-	av.fs.lists.mu.Lock()
-	defer av.fs.lists.mu.Unlock()
-	l, ok := av.fs.lists.arrays[av.a.Path]
+func (a *Array) unlisted(objCoords []int) bool {
+	a.e.lists.mu.Lock()
+	defer a.e.lists.mu.Unlock()
+	l, ok := a.e.lists.arrays[a.z.Path]
 	return ok && !slices.ContainsFunc(l.coords, func(c []int) bool { return slices.Equal(c, objCoords) })
 }
 

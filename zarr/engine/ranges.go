@@ -1,4 +1,4 @@
-package keyspace
+package engine
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 // fetches its chunk alone, and one that many recent reads touched, in any
 // order (threads, processes, async tasks), fetches twice as far with each
 // read up to coalesceMax, and becomes dense: its remaining chunks are
-// fetched ahead of the readers (readAhead.fetchShard). A span never crosses
+// fetched ahead of the readers (fetchShard). A span never crosses
 // a gap over coalesceGap and stops at a chunk cached or being fetched, so
 // concurrent readers do not fetch bytes twice. A span is read from the
 // aligned blocks that cover it (fetchRange), the unit of the disk cache
@@ -31,7 +31,7 @@ const (
 	// fetchMin is the least a miss fetches when chunks are that small: a
 	// request costs a round trip, in which tens of KiB more cost nothing.
 	fetchMin = 64 << 10
-	// recentReads is the window of an array view's last reads in which a
+	// recentReads is the window of an Array's last reads in which a
 	// shard's share of them shows how densely it is read: counted in reads,
 	// not time, so that a fast random reader is never taken for a dense one.
 	recentReads = 16
@@ -46,7 +46,7 @@ const (
 // storedRange is where one chunk's bytes lie in its shard.
 type storedRange struct{ off, n int64 }
 
-// recent is the window of an array view's last chunk reads from a store
+// recent is the window of an Array's last chunk reads from a store
 // read by ranges: the chunks read, by shard key and offset, each once
 // (a chunk file is read in several requests).
 type recent struct {
@@ -62,15 +62,15 @@ type recentChunk struct {
 
 // touch records a read of the chunk at loc and returns how many of the
 // last recentReads chunks read (this one included) were of its shard.
-func (r *recent) touch(loc location) int {
+func (r *recent) touch(loc Location) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	c := recentChunk{loc.key, loc.off}
+	c := recentChunk{loc.Key, loc.Off}
 	if !slices.Contains(r.chunks[:], c) {
 		r.chunks[r.next] = c
 		r.next = (r.next + 1) % recentReads
 	}
-	return r.countLocked(loc.key)
+	return r.countLocked(loc.Key)
 }
 
 // count is how many of the last recentReads chunks read were of the
@@ -91,16 +91,16 @@ func (r *recent) countLocked(key string) int {
 	return n
 }
 
-// touched records a reader's read of the chunk at loc, from a store read
+// Touched records a reader's read of the chunk at loc, from a store read
 // by ranges; a shard it makes dense is fetched ahead.
-func (av *arrayView) touched(loc location) {
-	recent := av.recent.touch(loc)
+func (a *Array) Touched(loc Location) {
+	recent := a.recent.touch(loc)
 	run := 0
-	if s := av.shardState(loc); s != nil {
-		run = s.touch(loc.off)
+	if s := a.shardState(loc); s != nil {
+		run = s.touch(loc.Off)
 	}
 	if recent >= denseReads || run >= denseRun {
-		av.fs.readAhead.fetchShard(av, loc)
+		a.fetchShard(loc)
 	}
 }
 
@@ -108,68 +108,68 @@ func (av *arrayView) touched(loc location) {
 // shard read once in a while, and twice what the readers proved they read,
 // either as a share of the array's recent reads or as a run of chunks read
 // next to it (whichever is more).
-func (av *arrayView) wanted(loc location) int {
+func (a *Array) wanted(loc Location) int {
 	want := 1
-	if c := av.recent.count(loc.key); c > 2 {
+	if c := a.recent.count(loc.Key); c > 2 {
 		want = 1 << min(c-2, 20)
 	}
-	if s := av.shardState(loc); s != nil {
-		want = max(want, 2*s.runAround(loc.off))
+	if s := a.shardState(loc); s != nil {
+		want = max(want, 2*s.runAround(loc.Off))
 	}
 	return want
 }
 
 // shardState is the cached state of loc's shard when it is of loc's
 // generation and has an index; nil otherwise.
-func (av *arrayView) shardState(loc location) *objectState {
-	v, ok := av.fs.cache.Peek(objectKey(loc.key))
+func (a *Array) shardState(loc Location) *objectState {
+	v, ok := a.e.cache.Peek(objectKey(loc.Key))
 	if !ok {
 		return nil
 	}
 	s := v.(*objectState)
-	if s.index == nil || s.info.Generation != loc.gen {
+	if s.index == nil || s.info.Generation != loc.Gen {
 		return nil
 	}
 	return s
 }
 
-// denseCached reports whether the chunk at view coordinates is in a dense
+// DenseCached reports whether the chunk at (inner grid) coordinates is in a dense
 // shard and cached, without loading or fetching anything.
-func (av *arrayView) denseCached(coords []int) bool {
-	if av.fs.files != nil || av.shard == nil || !nd.Inside(coords, av.grid) {
+func (a *Array) DenseCached(coords []int) bool {
+	if a.e.files != nil || a.shard == nil || !nd.Inside(coords, a.grid) {
 		return false
 	}
-	objCoords, local := av.a.InnerChunk(coords)
-	key := av.a.ChunkKey(objCoords)
-	if av.recent.count(key) < denseReads {
+	objCoords, local := a.z.InnerChunk(coords)
+	key := a.z.ChunkKey(objCoords)
+	if a.recent.count(key) < denseReads {
 		return false
 	}
-	s, ok := av.cachedObject(key)
+	s, ok := a.cachedObject(key)
 	if !ok || s.index == nil {
 		return false
 	}
 	off, _, ok := s.index.Chunk(local)
-	return ok && av.fs.cache.Contains(chunkRangeKey(location{key: key, gen: s.info.Generation, off: off}))
+	return ok && a.e.cache.Contains(chunkRangeKey(Location{Key: key, Gen: s.info.Generation, Off: off}))
 }
 
 // readRange returns a chunk's stored bytes from a store read by ranges,
 // fetching its span unless it is cached.
-func (av *arrayView) readRange(ctx context.Context, loc location) ([]byte, error) {
-	if err := av.fitsInMemory(ctx, loc); err != nil {
+func (a *Array) readRange(ctx context.Context, loc Location) ([]byte, error) {
+	if err := a.CheckSize(ctx, loc); err != nil {
 		return nil, err
 	}
-	f := av.fs
+	e := a.e
 	key := chunkRangeKey(loc)
 	// Other readers of the chunk wait for this load: each leaves when its
 	// request is interrupted, and the fetch stops when all have.
-	v, err := f.cache.GetOrLoad(ctx, key, func(ctx context.Context) (any, int64, error) {
+	v, err := e.cache.GetOrLoad(ctx, key, func(ctx context.Context) (any, int64, error) {
 		for range 3 {
 			// Cached by a fetch that ended since this load began, or held
 			// by one under way: wait for it.
-			if b, ok := f.cache.Peek(key); ok {
+			if b, ok := e.cache.Peek(key); ok {
 				return b, int64(len(b.([]byte))), nil
 			}
-			if v, ok := f.fetching.Load(key); ok {
+			if v, ok := e.fetching.Load(key); ok {
 				select {
 				case <-v.(*span).done:
 				case <-ctx.Done():
@@ -177,16 +177,16 @@ func (av *arrayView) readRange(ctx context.Context, loc location) ([]byte, error
 				}
 				continue // cached, or it failed (its readers left): claim it
 			}
-			if sp := av.claim(loc, av.wanted(loc)); sp != nil {
-				b, err := av.fetchSpan(ctx, loc, sp)
+			if sp := a.claim(loc, a.wanted(loc)); sp != nil {
+				b, err := a.fetchSpan(ctx, loc, sp)
 				return b, int64(len(b)), err
 			}
 		}
 		// The fetches holding it keep failing: fetch it alone, unclaimed.
-		if b, ok := f.cache.Peek(key); ok {
+		if b, ok := e.cache.Peek(key); ok {
 			return b, int64(len(b.([]byte))), nil
 		}
-		b, err := av.fetchSpan(ctx, loc, &span{chunks: []storedRange{{loc.off, loc.n}}})
+		b, err := a.fetchSpan(ctx, loc, &span{chunks: []storedRange{{loc.Off, loc.N}}})
 		return b, int64(len(b)), err
 	})
 	if err != nil {
@@ -196,7 +196,7 @@ func (av *arrayView) readRange(ctx context.Context, loc location) ([]byte, error
 }
 
 // span is one ranged read of a shard: the chunks it fetches, in offset
-// order. While it is under way each of them is claimed in FS.fetching,
+// order. While it is under way each of them is claimed in Engine.fetching,
 // and done is closed once they are cached (or the fetch failed).
 type span struct {
 	chunks []storedRange
@@ -211,17 +211,17 @@ func (sp *span) byteRange() storedRange {
 // claim claims for one fetch the chunk at loc and up to want-1 chunks
 // stored after it that are neither cached nor claimed; nil when the chunk
 // at loc is cached or claimed already.
-func (av *arrayView) claim(loc location, want int) *span {
-	f := av.fs
+func (a *Array) claim(loc Location, want int) *span {
+	e := a.e
 	sp := &span{done: make(chan struct{})}
-	for _, r := range av.following(loc, want) {
-		k := chunkRangeKey(location{key: loc.key, gen: loc.gen, off: r.off})
-		if _, held := f.fetching.LoadOrStore(k, sp); held {
+	for _, r := range a.following(loc, want) {
+		k := chunkRangeKey(Location{Key: loc.Key, Gen: loc.Gen, Off: r.off})
+		if _, held := e.fetching.LoadOrStore(k, sp); held {
 			break
 		}
 		// Checked once claimed: a fetch that held it has cached it.
-		if f.cache.Contains(k) {
-			f.fetching.Delete(k)
+		if e.cache.Contains(k) {
+			e.fetching.Delete(k)
 			break
 		}
 		sp.chunks = append(sp.chunks, r)
@@ -233,37 +233,37 @@ func (av *arrayView) claim(loc location, want int) *span {
 }
 
 // release ends a claimed span's hold on its chunks.
-func (av *arrayView) release(loc location, sp *span) {
+func (a *Array) release(loc Location, sp *span) {
 	if sp.done == nil {
 		return // unclaimed
 	}
 	for _, r := range sp.chunks {
-		av.fs.fetching.Delete(chunkRangeKey(location{key: loc.key, gen: loc.gen, off: r.off}))
+		a.e.fetching.Delete(chunkRangeKey(Location{Key: loc.Key, Gen: loc.Gen, Off: r.off}))
 	}
 	close(sp.done)
 }
 
 // fetchSpan fetches a span of loc's shard, caches each of its chunks, and
 // returns the chunk at loc.
-func (av *arrayView) fetchSpan(ctx context.Context, loc location, sp *span) ([]byte, error) {
-	f := av.fs
-	defer av.release(loc, sp)
+func (a *Array) fetchSpan(ctx context.Context, loc Location, sp *span) ([]byte, error) {
+	e := a.e
+	defer a.release(loc, sp)
 	r := sp.byteRange()
 	started := time.Now()
-	buf, err := av.fetchRange(ctx, loc, r, sp.chunks)
+	buf, err := a.fetchRange(ctx, loc, r, sp.chunks)
 	if err != nil {
 		return nil, err
 	}
-	if f.cluster == nil && f.opts.DiskCache == nil {
+	if e.cluster == nil && e.opts.DiskCache == nil {
 		// The read went to the store tied to the shard's generation: the
 		// shard is unchanged, and needs no check for another interval.
-		av.confirmed(loc, started)
+		a.confirmed(loc, started)
 	}
 	var own []byte
 	for _, c := range sp.chunks {
 		b := bytes.Clone(buf[c.off-r.off : c.off-r.off+c.n])
-		f.cache.Add(chunkRangeKey(location{key: loc.key, gen: loc.gen, off: c.off}), b, int64(len(b)))
-		if c.off == loc.off {
+		e.cache.Add(chunkRangeKey(Location{Key: loc.Key, Gen: loc.Gen, Off: c.off}), b, int64(len(b)))
+		if c.off == loc.Off {
 			own = b
 		}
 	}
@@ -272,12 +272,12 @@ func (av *arrayView) fetchSpan(ctx context.Context, loc location, sp *span) ([]b
 
 // confirmed marks the cached state of loc's shard as checked at t, when
 // it is of loc's generation: a read tied to that generation answered.
-func (av *arrayView) confirmed(loc location, t time.Time) {
-	v, ok := av.fs.cache.Peek(objectKey(loc.key))
+func (a *Array) confirmed(loc Location, t time.Time) {
+	v, ok := a.e.cache.Peek(objectKey(loc.Key))
 	if !ok {
 		return
 	}
-	if s := v.(*objectState); s.exists && s.info.Generation == loc.gen && s.checked.Load() < t.UnixNano() {
+	if s := v.(*objectState); s.exists && s.info.Generation == loc.Gen && s.checked.Load() < t.UnixNano() {
 		s.checked.Store(t.UnixNano())
 	}
 }
@@ -287,24 +287,24 @@ func (av *arrayView) confirmed(loc location, t time.Time) {
 // coalesceMax bytes, and at least fetchMin when the chunks are that small.
 // Without the shard's cached index (an unsharded chunk) it is the chunk
 // alone.
-func (av *arrayView) following(loc location, want int) []storedRange {
-	alone := []storedRange{{loc.off, loc.n}}
-	s := av.shardState(loc)
+func (a *Array) following(loc Location, want int) []storedRange {
+	alone := []storedRange{{loc.Off, loc.N}}
+	s := a.shardState(loc)
 	if s == nil {
 		return alone
 	}
 	stored := s.sorted()
-	i, found := slices.BinarySearchFunc(stored, loc.off, func(r storedRange, off int64) int { return cmp.Compare(r.off, off) })
+	i, found := slices.BinarySearchFunc(stored, loc.Off, func(r storedRange, off int64) int { return cmp.Compare(r.off, off) })
 	if !found {
 		return alone
 	}
 	j := i + 1
 	for ; j < len(stored); j++ {
 		prev, r := stored[j-1], stored[j]
-		if enough := prev.off + prev.n - loc.off; j-i >= want && enough >= fetchMin {
+		if enough := prev.off + prev.n - loc.Off; j-i >= want && enough >= fetchMin {
 			break
 		}
-		if r.off-(prev.off+prev.n) > coalesceGap || r.off+r.n-loc.off > coalesceMax {
+		if r.off-(prev.off+prev.n) > coalesceGap || r.off+r.n-loc.Off > coalesceMax {
 			break
 		}
 	}
