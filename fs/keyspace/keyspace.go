@@ -109,8 +109,12 @@ type Options struct {
 	// bytes on local disk across mounts; nil keeps none.
 	DiskCache *diskcache.Cache
 	// ReadAhead is how many transcoded chunks are prepared ahead of a
-	// reader reading an array's chunks in key order; 0 reads none ahead.
+	// reader reading an array's chunks in key order; 0 prepares none.
 	ReadAhead int
+	// FetchAhead has chunks of stores read by ranges fetched before their
+	// readers ask: those after a reader reading an array's chunks in key
+	// order, and the rest of a shard read densely.
+	FetchAhead bool
 	// NewShardBytes is the uncompressed size a shard of an array created
 	// through the views holds at most (whole inner chunks; at least one):
 	// 0 means DefaultNewShardBytes, a negative value stores new arrays
@@ -210,7 +214,7 @@ func New(h *zarr.Hierarchy, opts Options) *FS {
 	f := &FS{
 		h: h, store: h.Store, opts: opts,
 		cache:     cache.New(opts.CacheBytes),
-		readAhead: newReadAhead(bg, opts.ReadAhead),
+		readAhead: newReadAhead(bg, opts.ReadAhead, opts.FetchAhead),
 		bg:        bg,
 		stopBg:    stopBg,
 		mtime:     time.Now(),

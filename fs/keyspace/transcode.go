@@ -118,21 +118,24 @@ func (av *arrayView) readStoredScratch(ctx context.Context, loc location) (b []b
 // ahead (fetchAhead).
 type readAhead struct {
 	ctx   context.Context // the FS's background work's (FS.bg)
-	depth int             // chunks prepared ahead of the reader; 0: none
+	depth int             // transcoded chunks prepared ahead of the reader; 0: none
 	slots chan struct{}   // one per transcodeAhead walker under way
 	work  sync.WaitGroup
 	ahead atomic.Uint64 // chunks transcoded or fetched ahead, for Stats
-	// Stores read by ranges: one walk at a time looks ahead of the
-	// readers, and fetches holds one token per request it started.
+	// Stores read by ranges, when fetchOn (Options.FetchAhead): one walk
+	// at a time looks ahead of the readers, and fetches holds one token
+	// per request it started.
+	fetchOn bool
 	walking atomic.Bool
 	fetches chan struct{}
 	shards  sync.Map // store key of a dense shard being fetched ahead
 }
 
-func newReadAhead(ctx context.Context, depth int) *readAhead {
+func newReadAhead(ctx context.Context, depth int, fetch bool) *readAhead {
 	return &readAhead{
 		ctx:     ctx,
 		depth:   depth,
+		fetchOn: fetch,
 		slots:   make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1)),
 		fetches: make(chan struct{}, remoteFetchesAhead),
 	}
@@ -161,11 +164,9 @@ func (s *sequence) follows(av *arrayView, coords []int) bool {
 // background (transcodeAhead), by one walker per array and as many walkers
 // as free slots allow (a busy machine reads no further ahead: the reader
 // then transcodes what it needs itself); from a store read by ranges, the
-// next chunks are fetched (fetchAhead).
+// next chunks are fetched (fetchAhead). The reader is followed whatever
+// the depth: the chunk it reads next is Upcoming.
 func (r *readAhead) after(av *arrayView, coords []int) {
-	if r.depth == 0 {
-		return
-	}
 	av.seq.mu.Lock()
 	sequential := av.seq.follows(av, coords)
 	if !slices.Equal(av.seq.last, coords) {
@@ -176,7 +177,7 @@ func (r *readAhead) after(av *arrayView, coords []int) {
 		return
 	}
 	if av.target == nil { // pass-through from a store read by ranges
-		if r.walking.CompareAndSwap(false, true) {
+		if r.fetchOn && r.walking.CompareAndSwap(false, true) {
 			r.work.Go(func() {
 				defer r.walking.Store(false)
 				r.fetchAhead(av, coords)
@@ -184,8 +185,8 @@ func (r *readAhead) after(av *arrayView, coords []int) {
 		}
 		return
 	}
-	if !av.seq.transcoding.CompareAndSwap(false, true) {
-		return // this array's walker is under way and sees the reader move
+	if r.depth == 0 || !av.seq.transcoding.CompareAndSwap(false, true) {
+		return // none ahead, or this array's walker is under way and sees the reader move
 	}
 	select {
 	case r.slots <- struct{}{}:
@@ -375,7 +376,7 @@ func (r *readAhead) fetchSpan(av *arrayView, loc location) {
 // coalesceMax, as many at once as remoteFetchesAhead allows, by one walk
 // per shard at a time.
 func (r *readAhead) fetchShard(av *arrayView, loc location) {
-	if r.depth == 0 {
+	if !r.fetchOn {
 		return
 	}
 	if _, busy := r.shards.LoadOrStore(loc.key, struct{}{}); busy {
