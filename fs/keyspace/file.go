@@ -240,29 +240,12 @@ func (h *Handle) Close() {
 // the bytes are served.
 func (f *Chunk) Open(ctx context.Context) (*Handle, error) { return f.open(ctx, true) }
 
-// PushContent returns the chunk's content when it is Upcoming: read now,
-// it is in the reader's cache by the time the reader asks (its READ is
-// served without a round trip). Not when size is beyond any chunk's (a
-// corrupt or hostile index entry must not become an allocation) or the
-// chunk does not read whole: the reader's own read then says what is
-// wrong.
-func (f *Chunk) PushContent(ctx context.Context, size int64) ([]byte, bool) {
-	if !f.Upcoming() || size <= 0 || size > f.MaxSize() {
-		return nil, false
-	}
-	b := make([]byte, size)
-	if got, err := f.ReadAt(ctx, b, 0); int64(got) != size || err != nil && err != io.EOF {
-		return nil, false
-	}
-	return b, true
-}
-
 // Upcoming reports whether the file is the chunk that a reader reading
 // its array's chunks in key order reads next, or a chunk of a shard read
-// densely (see arrayView.touched) that is cached: its content is then
-// worth handing to the reader's cache before it asks for it. Chunks of
-// arrays read in no order are not, so that listing or stat-ing a chunk
-// directory reads no chunk.
+// densely (see arrayView.touched) that is cached: its content is then worth handing
+// to the kernel before the reader asks for it. Chunks of arrays read in
+// no order are not, so that listing or stat-ing a chunk directory reads
+// no chunk.
 func (f *Chunk) Upcoming() bool {
 	f.arr.seq.mu.Lock()
 	follows := f.arr.seq.follows(f.arr, f.coords)
@@ -461,9 +444,10 @@ func (f *Chunk) transcoded(ctx context.Context, loc location) ([]byte, error) {
 
 // Delivered lets a transcoded chunk of a fixed size leave the cache once
 // delivered whole (its size needs no transcode): the cache's memory is
-// better spent on what the kernel does not hold, and keeping both copies made every cold read
-// of transcoded chunks fault in fresh memory for all of them. Read again
-// after the kernel dropped it, the chunk is transcoded again.
+// better spent on what the kernel does not hold, and keeping both copies
+// made every cold read of transcoded chunks fault in fresh memory for all
+// of them. Read again after the kernel dropped it, the chunk is
+// transcoded again.
 func (f *Chunk) Delivered(ctx context.Context, off int64, n int) {
 	if f.arr.target == nil || off != 0 {
 		return
@@ -482,7 +466,7 @@ type Xattr struct {
 	Value string
 }
 
-// Xattrs say where the chunk file's bytes live: the shard's store key, the
+// Xattrs say where a chunk file's bytes live: the shard's store key, the
 // offset and size of the stored inner chunk, and the view's codecs.
 func (f *Chunk) Xattrs(ctx context.Context) ([]Xattr, error) {
 	loc, ok, err := f.arr.locate(ctx, f.coords, false)
@@ -505,6 +489,23 @@ func (f *Chunk) Xattrs(ctx context.Context) ([]Xattr, error) {
 // stay within too. A larger size comes from a corrupt or hostile index
 // entry (or one in a sparse shard) and must not become an allocation.
 func (f *Chunk) MaxSize() int64 { return f.arr.source.MaxEncodedSize() }
+
+// PushContent returns the chunk's content when it is Upcoming: read now,
+// it is in the reader's cache by the time the reader asks (its READ is
+// served without a round trip). Not when size is beyond any chunk's (a
+// corrupt or hostile index entry must not become an allocation) or the
+// chunk does not read whole: the reader's own read then says what is
+// wrong.
+func (f *Chunk) PushContent(ctx context.Context, size int64) ([]byte, bool) {
+	if !f.Upcoming() || size <= 0 || size > f.MaxSize() {
+		return nil, false
+	}
+	b := make([]byte, size)
+	if got, err := f.ReadAt(ctx, b, 0); int64(got) != size || err != nil && err != io.EOF {
+		return nil, false
+	}
+	return b, true
+}
 
 // OpenWrite opens the chunk for writing, bounded by MaxSize.
 func (f *Chunk) OpenWrite(ctx context.Context, truncate bool) (*WriteHandle, error) {
