@@ -34,8 +34,6 @@ var (
 	ErrConfig = errors.New("invalid codec configuration")
 	// ErrCorrupt: encoded bytes cannot be decoded.
 	ErrCorrupt = errors.New("corrupt encoded data")
-	// ErrTooLarge: a chunk is larger than zarrfs decodes in memory.
-	ErrTooLarge = errors.New("chunk too large")
 	// ErrChecksum: a checksum did not match.
 	ErrChecksum = errors.New("checksum mismatch")
 )

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/zarrfs/zarrfs/zarr/meta"
+	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
 // MaxDecodedSize bounds what decoding holds in memory: intermediate sizes
@@ -106,7 +107,7 @@ func (p *Pipeline) MaxEncodedSize() int64 {
 // bytes must not be read into memory.
 func (p *Pipeline) CheckEncodedSize(n int64) error {
 	if limit := p.MaxEncodedSize(); n > limit {
-		return fmt.Errorf("%w: %d bytes stored, more than any chunk of this array encodes to (%d)", ErrTooLarge, n, limit)
+		return fmt.Errorf("%w: %d bytes stored, more than any chunk of this array encodes to (%d)", store.ErrTooLarge, n, limit)
 	}
 	return nil
 }
@@ -161,7 +162,7 @@ func (p *Pipeline) Check(b []byte) error {
 // the scratch memory.
 func (p *Pipeline) decode(b []byte, scratch *[]byte) (*Chunk, error) {
 	if n := p.spec.DecodedSize(); n > MaxDecodedSize {
-		return nil, fmt.Errorf("%w: a chunk of %d bytes, more than the %d decoded in memory", ErrTooLarge, n, MaxDecodedSize)
+		return nil, fmt.Errorf("%w: a chunk of %d bytes, more than the %d decoded in memory", store.ErrTooLarge, n, MaxDecodedSize)
 	}
 	var err error
 	for i := len(p.bb) - 1; i >= 0; i-- {

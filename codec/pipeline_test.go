@@ -14,6 +14,7 @@ import (
 	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/zarr/dtype"
 	"github.com/zarrfs/zarrfs/zarr/meta"
+	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
 const le = `{"name":"bytes","configuration":{"endian":"little"}}`
@@ -498,7 +499,7 @@ func TestTooLargeToDecode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Decode([]byte("tiny")); !errors.Is(err, codec.ErrTooLarge) {
+	if _, err := p.Decode([]byte("tiny")); !errors.Is(err, store.ErrTooLarge) {
 		t.Errorf("decode of a chunk of %d bytes: %v, want ErrTooLarge", spec.Shape[0], err)
 	}
 	if got, want := p.MaxEncodedSize(), 2*int64(codec.MaxDecodedSize)+1<<20; got != want {

@@ -255,9 +255,14 @@ func (b *binding) mapError(ctx context.Context, op, path string, err error) sysc
 		return syscall.EROFS
 	case errors.Is(err, keyspace.ErrExists):
 		return syscall.EEXIST
-	case errors.Is(err, keyspace.ErrTooLarge):
+	case errors.Is(err, store.ErrTooLarge) && setsSize(op):
 		b.opts.Logger.WarnContext(ctx, op+" refused: file too large", "path", path, "error", err)
 		return syscall.EFBIG
+	case errors.Is(err, store.ErrTooLarge):
+		// Something stored (a value, a chunk) is larger than zarrfs reads
+		// into memory; err names its key.
+		b.opts.Logger.ErrorContext(ctx, op+" failed: stored value too large", "path", path, "error", err)
+		return syscall.EIO
 	case errors.Is(err, keyspace.ErrNoSpace):
 		b.opts.Logger.WarnContext(ctx, op+" refused", "path", path, "error", err)
 		return syscall.ENOSPC
@@ -271,6 +276,16 @@ func (b *binding) mapError(ctx context.Context, op, path string, err error) sysc
 	b.opts.Logger.ErrorContext(ctx, op+" failed", "path", path, "error", err)
 	return syscall.EIO
 }
+
+// The operations that set a file's content or size, whose ErrTooLarge is
+// the caller's (EFBIG); in any other, it is something stored (EIO).
+const (
+	opWrite     = "write"
+	opTruncate  = "truncate"
+	opOpenWrite = "open for writing"
+)
+
+func setsSize(op string) bool { return op == opWrite || op == opTruncate || op == opOpenWrite }
 
 // fill copies key space attributes into a FUSE attribute.
 func (b *binding) fill(a keyspace.Attr, out *fuse.Attr) {

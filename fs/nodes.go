@@ -101,7 +101,7 @@ func (n *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 			}
 		}
 		fn := newFileNode(n.b, e.File)
-		if c, ok := e.File.(*keyspace.Chunk); ok && n.b.opts.ReadOnly && c.Upcoming() && fn.preparePush(ctx, c, e.Attr.Size) {
+		if fn.preparePush(ctx, e.Attr.Size) {
 			pushing = fn
 		}
 		child = fn
@@ -270,14 +270,6 @@ func newFileNode(b *binding, f keyspace.File) *fileNode {
 func (n *fileNode) file() keyspace.File { return *n.f.Load() }
 func (n *fileNode) set(f keyspace.File) { n.f.Store(&f) }
 
-// xattrs are a chunk file's; other files have none.
-func (n *fileNode) xattrs(ctx context.Context) ([]keyspace.Xattr, error) {
-	if c, ok := n.file().(*keyspace.Chunk); ok {
-		return c.Xattrs(ctx)
-	}
-	return nil, nil
-}
-
 var (
 	_ = (gofs.NodeGetattrer)((*fileNode)(nil))
 	_ = (gofs.NodeOpener)((*fileNode)(nil))
@@ -288,26 +280,24 @@ var (
 	_ = (gofs.NodeIoctler)((*fileNode)(nil))
 )
 
-// preparePush reads the content of the chunk file a sequential reader is
-// about to read, to hand it to the kernel's page cache (FUSE_NOTIFY_STORE)
-// before the reader asks, so that its READ is served from the cache
-// without a round trip. Read-only mounts only: their kernel opens files
-// without asking and keeps their pages (see Open). The kernel knows the
-// inode only once it has read the LOOKUP reply, so the store happens
-// after it: at the reader's first request on the file (Python's open()
-// asks isatty, an IOCTL) or from pushOnceKnown, whichever comes first.
-// Best effort: a READ that comes before it is served as always, with the
-// same bytes.
-func (n *fileNode) preparePush(ctx context.Context, c *keyspace.Chunk, size int64) bool {
-	if size <= 0 || size > c.MaxSize() {
-		return false // the READ says what is wrong with a size beyond any chunk's
+// preparePush takes the content the key space wants handed to the
+// kernel's page cache (FUSE_NOTIFY_STORE) before the reader asks (see
+// keyspace.File.PushContent), and reports whether there is some. Read-only
+// mounts only: their kernel opens files without asking and keeps their
+// pages (see Open). The kernel knows the inode only once it has read the
+// LOOKUP reply, so the store happens after it: at the reader's first
+// request on the file (Python's open() asks isatty, an IOCTL) or from
+// pushOnceKnown, whichever comes first. Best effort: a READ that comes
+// before it is served as always, with the same bytes.
+func (n *fileNode) preparePush(ctx context.Context, size int64) bool {
+	if !n.b.opts.ReadOnly {
+		return false
 	}
-	buf := make([]byte, size)
-	if got, err := c.ReadAt(ctx, buf, 0); int64(got) != size || err != nil && err != io.EOF {
-		return false // the READ will say what is wrong
+	buf, ok := n.file().PushContent(ctx, size)
+	if ok {
+		n.push.Store(&buf)
 	}
-	n.push.Store(&buf)
-	return true
+	return ok
 }
 
 // pushOnceKnown stores the prepared content as soon as the kernel knows
@@ -338,9 +328,7 @@ func (n *fileNode) pushNow() syscall.Errno {
 	switch errno {
 	case 0:
 		n.b.st.pushed.Add(1)
-		if c, ok := n.file().(*keyspace.Chunk); ok {
-			c.Delivered(context.Background(), 0, len(*buf))
-		}
+		n.file().Delivered(context.Background(), 0, len(*buf))
 	case syscall.ENOENT: // not yet known: try again later
 		n.push.CompareAndSwap(nil, buf)
 	}
@@ -412,22 +400,11 @@ func (n *fileNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, of
 		return r.Read(ctx, dest, off)
 	}
 	f := n.file()
-	c, chunk := f.(*keyspace.Chunk)
-	var b []byte
-	var err error
-	if chunk {
-		b, err = c.ReadShared(ctx, dest, off)
-	} else {
-		var got int
-		got, err = f.ReadAt(ctx, dest, off)
-		b = dest[:got]
-	}
+	b, err := f.ReadShared(ctx, dest, off)
 	if err != nil && err != io.EOF && len(b) == 0 {
 		return nil, n.b.errno(ctx, "read", f.Path(), err)
 	}
-	if chunk {
-		c.Delivered(ctx, off, len(b)) // the kernel keeps what it reads (see Open)
-	}
+	f.Delivered(ctx, off, len(b)) // the kernel keeps what it reads (see Open)
 	return fuse.ReadResultData(b), 0
 }
 
@@ -445,7 +422,7 @@ func (n *fileNode) Flush(ctx context.Context, fh gofs.FileHandle) syscall.Errno 
 }
 
 func (n *fileNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	xs, err := n.xattrs(ctx)
+	xs, err := n.file().Xattrs(ctx)
 	if err != nil {
 		return 0, n.b.errno(ctx, "getxattr", n.file().Path(), err)
 	}
@@ -461,7 +438,7 @@ func (n *fileNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint
 }
 
 func (n *fileNode) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
-	xs, err := n.xattrs(ctx)
+	xs, err := n.file().Xattrs(ctx)
 	if err != nil {
 		return 0, n.b.errno(ctx, "listxattr", n.file().Path(), err)
 	}

@@ -98,7 +98,7 @@ func (n *fileNode) openWrite(ctx context.Context, flags uint32) (gofs.FileHandle
 	f := n.file()
 	h, err := f.OpenWrite(ctx, flags&syscall.O_TRUNC != 0)
 	if err != nil {
-		return nil, 0, n.b.errno(ctx, "open", f.Path(), err)
+		return nil, 0, n.b.errno(ctx, opOpenWrite, f.Path(), err)
 	}
 	// Writes bypass the page cache: what a file holds is decided at commit.
 	return &writeHandle{b: n.b, h: h, path: f.Path()}, fuse.FOPEN_DIRECT_IO, 0
@@ -120,9 +120,9 @@ func (n *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.Set
 func (n *fileNode) truncate(ctx context.Context, fh gofs.FileHandle, size int64) syscall.Errno {
 	f := n.file()
 	if wh, ok := fh.(*writeHandle); ok {
-		return n.b.errno(ctx, "truncate", f.Path(), wh.h.Truncate(size))
+		return n.b.errno(ctx, opTruncate, f.Path(), wh.h.Truncate(size))
 	}
-	return n.b.errno(ctx, "truncate", f.Path(), f.Truncate(ctx, size))
+	return n.b.errno(ctx, opTruncate, f.Path(), f.Truncate(ctx, size))
 }
 
 // writeHandle is a file open for writing.
@@ -142,7 +142,7 @@ var (
 func (w *writeHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	n, err := w.h.WriteAt(data, off)
 	if err != nil {
-		return 0, w.b.errno(ctx, "write", w.path, err)
+		return 0, w.b.errno(ctx, opWrite, w.path, err)
 	}
 	return uint32(n), 0
 }

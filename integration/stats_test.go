@@ -35,6 +35,7 @@ type mountStats struct {
 	Cluster     map[string]any    `json:"cluster"`
 	Transcodes  uint64            `json:"transcodes"`
 	Pushed      uint64            `json:"pushed"`
+	ReadAhead   uint64            `json:"read_ahead"`
 	URing       uint64            `json:"uring_requests"`
 }
 

@@ -52,7 +52,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	revalidate := flags.Duration("revalidate", time.Second, "how long a cached shard index (and, on object stores, an array's listing) is trusted before the store is asked again")
 	transcodeTo := flags.String("v2-transcode", keyspace.TranscodeRaw, "how the v2 view encodes chunks it must transcode: "+keyspace.TranscodeRaw+" (compressor null: cheapest to make and to read), "+keyspace.TranscodeBloscLZ4+" (compact copies of the view), or "+keyspace.TranscodeAuto+" (raw for arrays stored uncompressed, "+keyspace.TranscodeBloscLZ4+" for the others)")
 	newShards := flags.String("new-shards", "64MiB", "how arrays created through the mount are stored: sharded, a shard holding whole inner chunks (the chunks written) up to this many bytes uncompressed; or \"unsharded\", as written")
-	readAhead := flags.Int("read-ahead", 4, "transcoded chunks to prepare ahead of a reader reading chunks in key order (0: none)")
+	readAhead := flags.Int("read-ahead", 4, "how many transcoded chunks of the v2 view to prepare ahead of a reader reading an array's chunks in key order (0: none); only that: the rest of zarrfs's read-ahead is not tunable (see README)")
 	transport := flags.String("fuse-transport", fs.TransportDevFuse, "how FUSE requests reach zarrfs: "+fs.TransportDevFuse+" (/dev/fuse) or "+fs.TransportIOURing+" (one queue per CPU; Linux 6.14+ with the fuse module's enable_uring on)")
 	statsInterval := flags.Duration("stats-interval", 0, "log the counters of MNT/.zarrfs/stats this often (e.g. 1m; 0: never)")
 	daemon := flags.Bool("daemon", false, "return once the mount is ready (exit status 0) and serve it in the background")
@@ -220,7 +220,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		// set above and the garbage collector runs without pause.
 		localCache = cacheBytes / 2
 	}
-	ks := keyspace.New(h, keyspace.Options{V2Separator: *sep, V2Transcode: *transcodeTo, CacheBytes: localCache, Logger: logger, Writer: writer, Unpublished: unpublished, ReadAhead: *readAhead, DiskCache: disk, Revalidate: *revalidate, NewShardBytes: newShardBytes})
+	ks := keyspace.New(h, keyspace.Options{V2Separator: *sep, V2Transcode: *transcodeTo, CacheBytes: localCache, Logger: logger, Writer: writer, Unpublished: unpublished, ReadAhead: *readAhead, FetchAhead: true, DiskCache: disk, Revalidate: *revalidate, NewShardBytes: newShardBytes})
 	if clustered {
 		list := *peers
 		if *peersFile != "" {

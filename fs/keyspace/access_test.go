@@ -108,7 +108,7 @@ func requestDelta(before, after keyspace.Stats) map[string]uint64 {
 // once in a while fetches its chunk alone, not the run around it.
 func TestRandomChunksFetchWhatTheyNeed(t *testing.T) {
 	// No checks past the interval: what is counted is the reads' own.
-	f, _, _ := accessFS(t, keyspace.Options{ReadAhead: 4, Revalidate: time.Hour})
+	f, _, _ := accessFS(t, keyspace.Options{FetchAhead: true, Revalidate: time.Hour})
 	c := lookupDir(t, lookupDir(t, f.Root(keyspace.V3), "a"), "c")
 	before := f.Stats()
 	rng := rand.New(rand.NewPCG(30, 1))
@@ -139,7 +139,7 @@ func TestRandomChunksFetchWhatTheyNeed(t *testing.T) {
 // ahead, no byte fetched twice, one index GET per shard, and the chunks
 // of the shard read last are worth pushing to the kernel.
 func TestDenseConcurrentReadsReadAhead(t *testing.T) {
-	f, _, _ := accessFS(t, keyspace.Options{ReadAhead: 4, Revalidate: time.Hour})
+	f, _, _ := accessFS(t, keyspace.Options{FetchAhead: true, Revalidate: time.Hour})
 	c := lookupDir(t, lookupDir(t, f.Root(keyspace.V3), "a"), "c")
 	before := f.Stats()
 	order := make(chan int, accessChunks)
@@ -197,7 +197,7 @@ func TestRevalidationRidesOnReads(t *testing.T) {
 	// Sleeps of 60% of the interval leave 40% (1.2 s) for the reads
 	// between two of them on a loaded machine.
 	const revalidate = 3 * time.Second
-	f, srv, dir := accessFS(t, keyspace.Options{ReadAhead: 4, Revalidate: revalidate})
+	f, srv, dir := accessFS(t, keyspace.Options{FetchAhead: true, Revalidate: revalidate})
 	c := lookupDir(t, lookupDir(t, f.Root(keyspace.V3), "a"), "c")
 	first := readAccessChunk(t, c, 0)
 	time.Sleep(revalidate * 6 / 10)

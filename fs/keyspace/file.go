@@ -38,6 +38,21 @@ type File interface {
 	// Truncate resizes the file's content and commits it, as truncate(2)
 	// by path does: it fails as close would when the result is refused.
 	Truncate(ctx context.Context, size int64) error
+	// ReadShared is ReadAt without a copy of what is in memory: it may
+	// return bytes the file holds, which the caller must not modify.
+	ReadShared(ctx context.Context, p []byte, off int64) ([]byte, error)
+	// Xattrs are the file's extended attributes; only chunk files have
+	// some (where their bytes live).
+	Xattrs(ctx context.Context) ([]Xattr, error)
+	// PushContent decides whether the file's content, of size bytes (as
+	// its Attr said), is worth handing to a cache that keeps it before a
+	// reader asks for it - the kernel's page cache of a read-only mount -
+	// and returns it if so.
+	PushContent(ctx context.Context, size int64) ([]byte, bool)
+	// Delivered tells the file that n bytes of its content from off now
+	// sit with a reader that keeps them: the kernel's page cache of a
+	// read-only mount, which keeps a file's pages across opens.
+	Delivered(ctx context.Context, off int64, n int)
 }
 
 var (
@@ -57,6 +72,21 @@ func (p *place) Path() string { return p.path }
 
 func (p *place) String() string {
 	return fmt.Sprintf("%s:/%s", p.view, strings.TrimPrefix(p.path, "/"))
+}
+
+// The defaults of the files that are not chunks: no extended attributes,
+// nothing pushed ahead of a reader, nothing to do on delivery.
+
+func (p *place) Xattrs(context.Context) ([]Xattr, error) { return nil, nil }
+
+func (p *place) PushContent(context.Context, int64) ([]byte, bool) { return nil, false }
+
+func (p *place) Delivered(context.Context, int64, int) {}
+
+// readCopy is the ReadShared of files whose bytes are copied into p.
+func readCopy(ctx context.Context, f File, p []byte, off int64) ([]byte, error) {
+	n, err := f.ReadAt(ctx, p, off)
+	return p[:n], err
 }
 
 // Document is a metadata document of a group or array directory.
@@ -90,6 +120,10 @@ func (d *Document) Open(context.Context) (*Handle, error) {
 func (d *Document) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	h, err := d.Open(ctx)
 	return readOnce(h, err, p, off)
+}
+
+func (d *Document) ReadShared(ctx context.Context, p []byte, off int64) ([]byte, error) {
+	return readCopy(ctx, d, p, off)
 }
 
 // OpenWrite opens the document for writing: only attributes are writable
@@ -362,14 +396,12 @@ func (f *Chunk) transcoded(ctx context.Context, loc engine.Location) ([]byte, er
 	return b, err
 }
 
-// Delivered tells the key space that n bytes of the chunk's content from
-// off now sit with a reader that keeps them: the kernel's page cache of a
-// read-only mount, which keeps a file's pages across opens. A transcoded
-// chunk of a fixed size then leaves the cache once delivered whole (its
-// size needs no transcode): the cache's memory is better spent on what
-// the kernel does not hold, and keeping both copies made every cold read
-// of transcoded chunks fault in fresh memory for all of them. Read again
-// after the kernel dropped it, the chunk is transcoded again.
+// Delivered lets a transcoded chunk of a fixed size leave the cache once
+// delivered whole (its size needs no transcode): the cache's memory is
+// better spent on what the kernel does not hold, and keeping both copies
+// made every cold read of transcoded chunks fault in fresh memory for all
+// of them. Read again after the kernel dropped it, the chunk is
+// transcoded again.
 func (f *Chunk) Delivered(ctx context.Context, off int64, n int) {
 	if f.arr.target == nil || off != 0 {
 		return
@@ -411,6 +443,23 @@ func (f *Chunk) Xattrs(ctx context.Context) ([]Xattr, error) {
 // stay within too. A larger size comes from a corrupt or hostile index
 // entry (or one in a sparse shard) and must not become an allocation.
 func (f *Chunk) MaxSize() int64 { return f.arr.source.MaxEncodedSize() }
+
+// PushContent returns the chunk's content when it is Upcoming: read now,
+// it is in the reader's cache by the time the reader asks (its READ is
+// served without a round trip). Not when size is beyond any chunk's (a
+// corrupt or hostile index entry must not become an allocation) or the
+// chunk does not read whole: the reader's own read then says what is
+// wrong.
+func (f *Chunk) PushContent(ctx context.Context, size int64) ([]byte, bool) {
+	if !f.Upcoming() || size <= 0 || size > f.MaxSize() {
+		return nil, false
+	}
+	b := make([]byte, size)
+	if got, err := f.ReadAt(ctx, b, 0); int64(got) != size || err != nil && err != io.EOF {
+		return nil, false
+	}
+	return b, true
+}
 
 // OpenWrite opens the chunk for writing, bounded by MaxSize.
 func (f *Chunk) OpenWrite(ctx context.Context, truncate bool) (*WriteHandle, error) {
@@ -454,6 +503,10 @@ func (f *Temp) ReadAt(_ context.Context, p []byte, off int64) (int, error) {
 		return 0, io.EOF
 	}
 	return copy(p, f.data.data[off:]), nil
+}
+
+func (f *Temp) ReadShared(ctx context.Context, p []byte, off int64) ([]byte, error) {
+	return readCopy(ctx, f, p, off)
 }
 
 // OpenWrite opens the temporary file for writing in place.

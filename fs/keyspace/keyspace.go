@@ -110,8 +110,12 @@ type Options struct {
 	// bytes on local disk across mounts; nil keeps none.
 	DiskCache *diskcache.Cache
 	// ReadAhead is how many transcoded chunks are prepared ahead of a
-	// reader reading an array's chunks in key order; 0 reads none ahead.
+	// reader reading an array's chunks in key order; 0 prepares none.
 	ReadAhead int
+	// FetchAhead has chunks of stores read by ranges fetched before their
+	// readers ask: those after a reader reading an array's chunks in key
+	// order, and the rest of a shard read densely.
+	FetchAhead bool
 	// NewShardBytes is the uncompressed size a shard of an array created
 	// through the views holds at most (whole inner chunks; at least one):
 	// 0 means DefaultNewShardBytes, a negative value stores new arrays
@@ -191,7 +195,7 @@ func New(h *zarr.Hierarchy, opts Options) *FS {
 		doomed:    map[string]bool{},
 		notify:    func(Alias) {},
 	}
-	eo := engine.Options{CacheBytes: opts.CacheBytes, Revalidate: opts.Revalidate, Logger: opts.Logger, DiskCache: opts.DiskCache, ReadAhead: opts.ReadAhead > 0,
+	eo := engine.Options{CacheBytes: opts.CacheBytes, Revalidate: opts.Revalidate, Logger: opts.Logger, DiskCache: opts.DiskCache, ReadAhead: opts.FetchAhead,
 		Changed: func(a *zarr.Array, coords []int) { f.chunkChanged(a, coords, true) }}
 	switch {
 	case opts.Writer != nil:

@@ -121,9 +121,6 @@ func (s *sequence) follows(av *arrayView, coords []int) bool {
 // then transcodes what it needs itself); from a store read by ranges, the
 // engine fetches the next chunks.
 func (r *readAhead) after(av *arrayView, coords []int) {
-	if r.depth == 0 {
-		return
-	}
 	av.seq.mu.Lock()
 	sequential := av.seq.follows(av, coords)
 	if !slices.Equal(av.seq.last, coords) {
@@ -137,8 +134,8 @@ func (r *readAhead) after(av *arrayView, coords []int) {
 		av.eng.ReadAheadFrom(coords)
 		return
 	}
-	if !av.seq.transcoding.CompareAndSwap(false, true) {
-		return // this array's walker is under way and sees the reader move
+	if r.depth == 0 || !av.seq.transcoding.CompareAndSwap(false, true) {
+		return // none ahead, or this array's walker is under way and sees the reader move
 	}
 	select {
 	case r.slots <- struct{}{}:

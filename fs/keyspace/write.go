@@ -16,6 +16,7 @@ import (
 	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/meta"
 	"github.com/zarrfs/zarrfs/zarr/nd"
+	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
 // Bounds on buffered writes, so a runaway writer gets EFBIG (one file) or
@@ -27,9 +28,6 @@ const (
 )
 
 var maxTempTotal int64 = 2 << 30 // a variable for the tests
-
-// ErrTooLarge: a write goes beyond what the file can hold (EFBIG).
-var ErrTooLarge = fmt.Errorf("file too large")
 
 // tempData is the content of a temporary file (Temp), shared by its
 // entries and open handles.
@@ -155,7 +153,7 @@ func openBuffered(ctx context.Context, fs *FS, f File, limit int64, truncate boo
 		}
 		if r.Size() > limit {
 			r.Close()
-			return nil, fmt.Errorf("%w: %s holds %d bytes, more than the %d any such file can hold", ErrTooLarge, f.Path(), r.Size(), limit)
+			return nil, fmt.Errorf("%w: %s holds %d bytes, more than the %d any such file can hold", store.ErrTooLarge, f.Path(), r.Size(), limit)
 		}
 		h.buf = make([]byte, r.Size())
 		_, err = r.ReadAt(h.buf, 0)
@@ -201,7 +199,7 @@ func (h *WriteHandle) WriteAt(p []byte, off int64) (int, error) {
 	}
 	end := off + int64(len(p))
 	if off < 0 || end > h.limit {
-		return 0, fmt.Errorf("%w: a write up to byte %d, more than the %d bytes this file can hold", ErrTooLarge, end, h.limit)
+		return 0, fmt.Errorf("%w: a write up to byte %d, more than the %d bytes this file can hold", store.ErrTooLarge, end, h.limit)
 	}
 	if h.temp != nil && end > int64(len(*buf)) {
 		if err := h.fs.temps.resize(h.temp, end); err != nil {
@@ -237,7 +235,7 @@ func (h *WriteHandle) Truncate(size int64) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if size < 0 || size > h.limit {
-		return fmt.Errorf("%w: a size of %d bytes, more than the %d this file can hold", ErrTooLarge, size, h.limit)
+		return fmt.Errorf("%w: a size of %d bytes, more than the %d this file can hold", store.ErrTooLarge, size, h.limit)
 	}
 	h.own()
 	buf := &h.buf

@@ -42,8 +42,12 @@ var (
 	ErrNotModified = errors.New("not modified")
 	// ErrNoListing: the store cannot list its keys (a web server).
 	ErrNoListing = errors.New("store cannot list keys")
-	// ErrTooLarge: a whole value is larger than MaxValueSize.
-	ErrTooLarge = errors.New("value too large to read whole")
+	// ErrTooLarge: something is larger than zarrfs holds in memory - a
+	// whole value (MaxValueSize), a chunk (the codecs' bounds), a file's
+	// content (the key space's) - wrapped with what and the bound. The one
+	// error of the kind, here in the lowest package so that every layer
+	// wraps it.
+	ErrTooLarge = errors.New("too large")
 )
 
 // MaxValueSize bounds the reads of whole values (All): metadata documents,
@@ -129,7 +133,7 @@ func (s Span) ReadBody(body io.Reader, declared int64) ([]byte, error) {
 // CheckLength refuses a selection of length bytes longer than s.Max.
 func (s Span) CheckLength(length int64) error {
 	if s.Max > 0 && length > s.Max {
-		return fmt.Errorf("%w: %d bytes, more than %d", ErrTooLarge, length, s.Max)
+		return fmt.Errorf("%w to read whole: %d bytes, more than %d", ErrTooLarge, length, s.Max)
 	}
 	return nil
 }
