@@ -227,7 +227,7 @@ func New(h *zarr.Hierarchy, opts Options) *FS {
 	case opts.Unpublished != nil:
 		f.pending = opts.Unpublished
 	}
-	if o, ok := h.Store.(store.Opener); ok {
+	if o, ok := h.Store.(store.Opener); ok && !h.Store.Remote() {
 		f.files = newFileCache(o, 128)
 	}
 	f.omeLevels = findOMELevels(h)
