@@ -105,6 +105,16 @@ func TestReads(t *testing.T) {
 			t.Errorf("ListDir: %v, want ErrNoListing", err)
 		}
 	}
+	// It declares what it is, and offers only what it can do.
+	if _, ok := any(s).(store.Writer); ok {
+		t.Error("a web server's store is a store.Writer")
+	}
+	if _, ok := any(s).(store.Lister); ok {
+		t.Error("a web server's store is a store.Lister")
+	}
+	if !s.Remote() {
+		t.Error("a web server's store is not remote")
+	}
 }
 
 // Failures between zarrfs and the server: 503s and cut bodies are retried;

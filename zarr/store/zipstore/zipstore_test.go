@@ -57,8 +57,8 @@ func TestStoredAndDeflated(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		if !store.ReadOnly(s) {
-			t.Error("a zip store is not read-only")
+		if _, ok := any(s).(store.Writer); ok || !store.ReadOnly(s) || s.Remote() {
+			t.Error("a zip store is a store.Writer, or remote")
 		}
 		for _, key := range []string{"zarr.json", "a/c/0/0", "a/c/0/1", "b/c/1"} {
 			b, info, err := s.Get(ctx, key, store.All, store.Cond{})
