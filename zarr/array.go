@@ -167,7 +167,7 @@ func (a *Array) ReadChunk(ctx context.Context, coords []int) (c *codec.Chunk, fo
 func (a *Array) WriteChunk(ctx context.Context, coords []int, c *codec.Chunk) error {
 	key := a.ChunkKey(coords)
 	if c.IsFill(a.spec.Fill) {
-		return a.store.Delete(ctx, key, store.Cond{})
+		return store.Delete(ctx, a.store, key, store.Cond{})
 	}
 	b, err := a.pipeline.Encode(c)
 	if err != nil {

@@ -34,7 +34,7 @@ func DeleteArrayMetadata(ctx context.Context, a *Array) error {
 		return err
 	}
 	for _, d := range docs {
-		if err := a.store.Delete(ctx, store.Join(a.Path, d), store.Cond{}); err != nil {
+		if err := store.Delete(ctx, a.store, store.Join(a.Path, d), store.Cond{}); err != nil {
 			return err
 		}
 	}
@@ -48,7 +48,7 @@ func DeleteGroupMetadata(ctx context.Context, s store.Store, path string, format
 		docs = []string{ZGroup, ZAttrs}
 	}
 	for _, d := range docs {
-		if err := s.Delete(ctx, store.Join(path, d), store.Cond{}); err != nil {
+		if err := store.Delete(ctx, s, store.Join(path, d), store.Cond{}); err != nil {
 			return err
 		}
 	}
@@ -71,7 +71,7 @@ type Deleted struct {
 // below prefix.
 func FindDeleted(ctx context.Context, s store.Store, prefix string) iter.Seq2[Deleted, error] {
 	return func(yield func(Deleted, error) bool) {
-		for key, err := range s.List(ctx, prefix) {
+		for key, err := range store.List(ctx, s, prefix) {
 			if err != nil {
 				yield(Deleted{}, err)
 				return
@@ -141,7 +141,7 @@ func (d Deleted) Chunks(ctx context.Context) iter.Seq2[string, error] {
 		if prefix != "" {
 			prefix += "/"
 		}
-		for key, err := range a.store.List(ctx, prefix) {
+		for key, err := range store.List(ctx, a.store, prefix) {
 			if err != nil {
 				yield("", err)
 				return
@@ -174,11 +174,11 @@ func (d Deleted) Finish(ctx context.Context) ([]string, error) {
 		keys = append(keys, key)
 	}
 	for _, key := range keys {
-		if err := d.Array.store.Delete(ctx, key, store.Cond{}); err != nil {
+		if err := store.Delete(ctx, d.Array.store, key, store.Cond{}); err != nil {
 			return keys, err
 		}
 	}
-	return keys, d.Array.store.Delete(ctx, d.Tombstone, store.Cond{})
+	return keys, store.Delete(ctx, d.Array.store, d.Tombstone, store.Cond{})
 }
 
 // DeleteArrayChunks finishes the delete of the array at path after

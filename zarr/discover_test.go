@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"iter"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,16 +17,9 @@ import (
 	"github.com/zarrfs/zarrfs/zarr/zarrtest"
 )
 
-// unlistable is a directory store that cannot list, as a web server.
+// unlistable is a directory store that cannot list, as a web server: it
+// hides the Dir's store.Lister.
 type unlistable struct{ store.Store }
-
-func (unlistable) List(context.Context, string) iter.Seq2[string, error] {
-	return func(yield func(string, error) bool) { yield("", store.ErrNoListing) }
-}
-
-func (unlistable) ListDir(context.Context, string) iter.Seq2[store.Entry, error] {
-	return func(yield func(store.Entry, error) bool) { yield(store.Entry{}, store.ErrNoListing) }
-}
 
 func openUnlistable(t *testing.T, dir string) *zarr.Hierarchy {
 	t.Helper()

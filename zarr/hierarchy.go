@@ -79,7 +79,10 @@ type Hierarchy struct {
 // does not hide the others. A store that cannot list is walked through
 // its consolidated metadata, or else is the one node at its root.
 func Open(ctx context.Context, s store.Store) (*Hierarchy, error) {
-	h := &Hierarchy{Store: s, nodes: map[string]*Node{}, listDir: s.ListDir}
+	listDir := func(ctx context.Context, prefix string) iter.Seq2[store.Entry, error] {
+		return store.ListDir(ctx, s, prefix)
+	}
+	h := &Hierarchy{Store: s, nodes: map[string]*Node{}, listDir: listDir}
 	root, err := h.visit(ctx, "")
 	if errors.Is(err, store.ErrNoListing) {
 		keys, consolidated, kerr := discoverKeys(ctx, s)

@@ -48,7 +48,7 @@ func (a *Array) candidates(ctx context.Context, probing *bool) iter.Seq2[[]int, 
 		if prefix != "" {
 			prefix += "/"
 		}
-		for key, err := range a.store.List(ctx, prefix) {
+		for key, err := range store.List(ctx, a.store, prefix) {
 			if errors.Is(err, store.ErrNoListing) {
 				*probing = true
 				grid := a.Grid()

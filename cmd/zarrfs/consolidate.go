@@ -18,11 +18,11 @@ func runConsolidate(ctx context.Context, args []string, stdout, stderr io.Writer
 	if code, ok := parse(fs, args, 1, 1); !ok {
 		return code
 	}
-	loc, err := parseStore(fs.Arg(0))
+	loc, err := sf.parse(fs.Arg(0))
 	if err != nil {
 		return fail(stderr, err)
 	}
-	if !loc.writable() {
+	if !loc.Writable {
 		return fail(stderr, fmt.Errorf("%s: not writable: consolidate writes into the store (a directory or an s3:// or gs:// bucket); for a web server, run it on the directory or bucket the server publishes", fs.Arg(0)))
 	}
 	o, err := openNodes(ctx, fs.Arg(0), "", sf, false)

@@ -12,6 +12,7 @@ import (
 	"github.com/zarrfs/zarrfs/zarr/meta"
 	"github.com/zarrfs/zarrfs/zarr/nd"
 	"github.com/zarrfs/zarrfs/zarr/store"
+	"github.com/zarrfs/zarrfs/zarr/store/registry"
 )
 
 // nodeInfo is what `zarrfs info` reports about one node (also its --json form).
@@ -75,7 +76,7 @@ func runInfo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // openedStore is a store opened by a command, with its hierarchy and the
 // nodes the command works on.
 type openedStore struct {
-	loc   storeLocation
+	loc   registry.Location
 	store store.Store
 	h     *zarr.Hierarchy
 	nodes []*zarr.Node
@@ -84,11 +85,11 @@ type openedStore struct {
 // openNodes opens the store and finds the nodes at and below path; the
 // caller closes the store.
 func openNodes(ctx context.Context, storeArg, path string, sf storeFlags, readOnly bool) (*openedStore, error) {
-	loc, err := parseStore(storeArg)
+	loc, err := sf.parse(storeArg)
 	if err != nil {
 		return nil, err
 	}
-	s, err := loc.open(ctx, sf, readOnly)
+	s, err := sf.open(ctx, loc, readOnly)
 	if err != nil {
 		return nil, err
 	}

@@ -144,18 +144,18 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		defer stop()
 	}
 	storeArg, mnt := flags.Arg(0), flags.Arg(1)
-	loc, err := parseStore(storeArg)
+	loc, err := sf.parse(storeArg)
 	if err != nil {
 		return fail(stderr, err)
 	}
 	if err := checkMountpoint(mnt); err != nil {
 		return fail(stderr, err)
 	}
-	if !*readOnly && !loc.writable() {
+	if !*readOnly && !loc.Writable {
 		logger.Warn("the store is not writable: mounting read-only", "store", store.Redacted(storeArg))
 		*readOnly = true
 	}
-	s, err := loc.open(ctx, sf, *readOnly)
+	s, err := sf.open(ctx, loc, *readOnly)
 	if err != nil {
 		return fail(stderr, err)
 	}

@@ -16,6 +16,7 @@ func TestParseAzureURLs(t *testing.T) {
 		t.Setenv(k, "")
 	}
 	t.Setenv("AZURE_STORAGE_ACCOUNT", "envacct")
+	sf := addStoreFlags(flag.NewFlagSet("test", flag.ContinueOnError))
 	for _, c := range []struct {
 		arg, identity string
 		writable      bool
@@ -27,16 +28,15 @@ func TestParseAzureURLs(t *testing.T) {
 		{"https://acct.blob.core.windows.net/ctr/a/b", "az://ctr/a/b?account=acct", false},
 		{"https://acct.blob.core.windows.net/ctr/a?sv=2024-08-04&sp=rl&sig=SECRETSIG", "az://ctr/a?account=acct", true},
 	} {
-		l, err := parseStore(c.arg)
-		if err != nil || l.az == nil {
-			t.Errorf("parseStore(%q) = %+v, %v; want an az:// store", c.arg, l, err)
+		l, err := sf.parse(c.arg)
+		if err != nil || l.Kind != "az" {
+			t.Errorf("parse(%q) = %+v, %v; want an az:// store", c.arg, l, err)
 			continue
 		}
-		if l.writable() != c.writable {
-			t.Errorf("%s: writable %v, want %v", c.arg, l.writable(), c.writable)
+		if l.Writable != c.writable {
+			t.Errorf("%s: writable %v, want %v", c.arg, l.Writable, c.writable)
 		}
-		sf := addStoreFlags(flag.NewFlagSet("test", flag.ContinueOnError))
-		s, err := l.open(context.Background(), sf, false)
+		s, err := sf.open(context.Background(), l, false)
 		if err != nil {
 			t.Errorf("open %s: %v", c.arg, err)
 			continue
@@ -47,15 +47,15 @@ func TestParseAzureURLs(t *testing.T) {
 		s.Close()
 	}
 	for _, arg := range []string{"https://example.org/ctr/a", "http://acct.blob.core.windows.net/ctr/a", "https://acct.blob.core.windows.net.evil.org/ctr"} {
-		if l, err := parseStore(arg); err != nil || l.web != arg {
-			t.Errorf("parseStore(%q) = %+v, %v; want a web server", arg, l, err)
+		if l, err := sf.parse(arg); err != nil || l.Kind != "http" {
+			t.Errorf("parse(%q) = %+v, %v; want a web server", arg, l, err)
 		}
 	}
 	for _, arg := range []string{"az:///prefix", "abfs://acct.dfs.core.windows.net/a", "abfs://ctr@example.org/a", "https://acct.blob.core.windows.net/"} {
-		if l, err := parseStore(arg); err == nil {
-			t.Errorf("parseStore(%q) = %+v; want an error", arg, l)
+		if l, err := sf.parse(arg); err == nil {
+			t.Errorf("parse(%q) = %+v; want an error", arg, l)
 		} else if strings.Contains(err.Error(), "sig=") {
-			t.Errorf("parseStore(%q): %v", arg, err)
+			t.Errorf("parse(%q): %v", arg, err)
 		}
 	}
 }

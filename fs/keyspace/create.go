@@ -317,7 +317,7 @@ func (f *FS) insert(ctx context.Context, v View, nn *newNode) error {
 		return fmt.Errorf("%w: /%s: its parent is not a group of a Zarr v3 hierarchy", ErrPermission, p)
 	}
 	key := store.Join(p, zarr.ZarrJSON)
-	if _, err := f.store.Put(ctx, key, [][]byte{nn.doc}, store.Cond{IfNoneMatch: store.AnyGeneration}); err != nil {
+	if _, err := store.Put(ctx, f.store, key, [][]byte{nn.doc}, store.Cond{IfNoneMatch: store.AnyGeneration}); err != nil {
 		if errors.Is(err, store.ErrPrecondition) {
 			return fmt.Errorf("%w: %s is in the store already", ErrExists, key)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/zarrfs/zarrfs/zarr/dtype"
 	"github.com/zarrfs/zarrfs/zarr/meta"
 	"github.com/zarrfs/zarrfs/zarr/store"
+	"github.com/zarrfs/zarrfs/zarr/store/storetest"
 	"github.com/zarrfs/zarrfs/zarr/zarrtest"
 )
 
@@ -33,7 +34,7 @@ func openFS(t testing.TB, dir string, opts keyspace.Options) *keyspace.FS {
 
 // rangeOnly hides that a directory store opens files, so the views read
 // chunks by ranges tied to generations, as from an object store.
-type rangeOnly struct{ store.Store }
+type rangeOnly struct{ storetest.Store }
 
 func openFSOver(t testing.TB, s store.Store, opts keyspace.Options) *keyspace.FS {
 	t.Helper()

@@ -149,7 +149,7 @@ func jsonFields(b json.RawMessage) map[string]json.RawMessage {
 // setAttributes stores a node's new attributes (with store.Update, so
 // concurrent writers elsewhere lose nothing else of the document) and regenerates the views' documents.
 func (f *FS) setAttributes(ctx context.Context, n *zarr.Node, attrs json.RawMessage) error {
-	if f.store.ReadOnly() {
+	if store.ReadOnly(f.store) {
 		return ErrReadOnly
 	}
 	var err error

@@ -9,6 +9,7 @@ import (
 
 	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/meta"
+	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
 // writeArrayDoc stores a rewritten array document: a .zarray (v2 view) or
@@ -152,7 +153,7 @@ func differingField(a, b []byte) string {
 // resize finishes it. Chunks partly outside keep their data, as in
 // zarr-python.
 func (f *FS) resizeArray(ctx context.Context, vn *vnode, shape []int) error {
-	if f.store.ReadOnly() {
+	if store.ReadOnly(f.store) {
 		return ErrReadOnly
 	}
 	f.structure.Lock()

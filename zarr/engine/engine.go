@@ -117,7 +117,7 @@ func New(s store.Store, opts Options) *Engine {
 	bg, stopBg := context.WithCancel(context.Background())
 	e := &Engine{store: s, opts: opts, cache: cache.New(opts.CacheBytes), bg: bg, stopBg: stopBg}
 	e.ahead.fetches = make(chan struct{}, remoteFetchesAhead)
-	if o, ok := s.(store.Opener); ok {
+	if o, ok := s.(store.Opener); ok && !s.Remote() {
 		e.files = newFileCache(o, 128)
 	}
 	return e

@@ -31,6 +31,8 @@ type Dir struct {
 
 var (
 	_ Store   = (*Dir)(nil)
+	_ Lister  = (*Dir)(nil)
+	_ Writer  = (*Dir)(nil)
 	_ Opener  = (*Dir)(nil)
 	_ Updater = (*Dir)(nil)
 )
@@ -55,6 +57,9 @@ func (d *Dir) String() string { return d.path }
 
 // Close releases the directory.
 func (d *Dir) Close() error { return d.root.Close() }
+
+// Remote is false: the values are local files.
+func (d *Dir) Remote() bool { return false }
 
 // ReadOnly reports whether the store refuses changes.
 func (d *Dir) ReadOnly() bool { return d.readOnly }

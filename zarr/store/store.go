@@ -169,16 +169,40 @@ type Entry struct {
 	Dir  bool // a prefix with keys below it, not a value
 }
 
-// Store is a Zarr key-value store.
-type Store interface {
+// The interfaces below are the operations a store may offer, in the
+// style of io/fs: a store implements Reader and RangeReader, and Lister and
+// Writer only when it can list and take writes. The functions of this
+// package (List, Put, ReadOnly...) call the optional ones where a store
+// has them and refuse with ErrNoListing or ErrReadOnly where it has not.
+
+// Reader reads values whole or in spans, and describes them.
+type Reader interface {
 	// Get reads span of the value at key in one request and describes the
 	// value.
 	Get(ctx context.Context, key string, span Span, cond Cond) ([]byte, Info, error)
+	Stat(ctx context.Context, key string) (Info, error)
+}
+
+// RangeReader reads parts of one generation of a value.
+type RangeReader interface {
 	// ReadAt reads len(p) bytes at off of the value at key into p. The
 	// value must be at generation gen: ErrPrecondition otherwise, so bytes
 	// of two generations are never mixed.
 	ReadAt(ctx context.Context, key string, gen Generation, p []byte, off int64) error
-	Stat(ctx context.Context, key string) (Info, error)
+}
+
+// Lister is implemented by stores that can list their keys (not a web
+// server).
+type Lister interface {
+	// List yields every key below prefix ("" for all).
+	List(ctx context.Context, prefix string) iter.Seq2[string, error]
+	// ListDir yields the immediate children of a prefix ("" for the root).
+	ListDir(ctx context.Context, prefix string) iter.Seq2[Entry, error]
+}
+
+// Writer is implemented by stores that take writes, conditional on
+// generations (not a web server or a zip file).
+type Writer interface {
 	// Put replaces the value with parts, one after another, if cond holds:
 	// atomically (readers see the old or the new value, never a mix) and
 	// durably once Put returns. It describes the new value.
@@ -186,22 +210,85 @@ type Store interface {
 	// Delete removes the value if cond holds; a missing value is not an
 	// error unless cond requires a generation.
 	Delete(ctx context.Context, key string, cond Cond) error
-	// List yields every key below prefix ("" for all).
-	List(ctx context.Context, prefix string) iter.Seq2[string, error]
-	// ListDir yields the immediate children of a prefix ("" for the root).
-	ListDir(ctx context.Context, prefix string) iter.Seq2[Entry, error]
-	// ReadOnly reports whether Put and Delete are refused.
+	// ReadOnly reports whether the store was opened read-only: Put and
+	// Delete are then refused.
 	ReadOnly() bool
+}
+
+// Store is a Zarr key-value store: what every store does. A store that
+// lists or takes writes is also a Lister or a Writer.
+type Store interface {
+	Reader
+	RangeReader
+	// Remote reports whether the values are fetched from a server (object
+	// storage, a web server) rather than read from local files: what is
+	// read from a remote store is worth keeping in a disk cache and sharing
+	// in a cluster, and writes to it journal outside it (--journal-dir).
+	Remote() bool
 	// String names the store: its path or URL, for logs and for keys
 	// (caches, journals) that must tell stores apart.
 	String() string
 	io.Closer
 }
 
+// List yields every key below prefix ("" for all), or ErrNoListing when
+// the store cannot list.
+func List(ctx context.Context, s Store, prefix string) iter.Seq2[string, error] {
+	if l, ok := s.(Lister); ok {
+		return l.List(ctx, prefix)
+	}
+	return func(yield func(string, error) bool) { yield("", fmt.Errorf("%s: %w", s, ErrNoListing)) }
+}
+
+// ListDir yields the immediate children of a prefix ("" for the root), or
+// ErrNoListing when the store cannot list.
+func ListDir(ctx context.Context, s Store, prefix string) iter.Seq2[Entry, error] {
+	if l, ok := s.(Lister); ok {
+		return l.ListDir(ctx, prefix)
+	}
+	return func(yield func(Entry, error) bool) { yield(Entry{}, fmt.Errorf("%s: %w", s, ErrNoListing)) }
+}
+
+// Writable returns the store as a Writer when it takes writes: it is one
+// and was not opened read-only.
+func Writable(s Store) (Writer, bool) {
+	w, ok := s.(Writer)
+	if !ok || w.ReadOnly() {
+		return nil, false
+	}
+	return w, true
+}
+
+// ReadOnly reports whether the store refuses writes.
+func ReadOnly(s Store) bool {
+	_, ok := Writable(s)
+	return !ok
+}
+
+// Put replaces the value at key with parts if cond holds (Writer.Put), or
+// fails with ErrReadOnly when the store takes no writes.
+func Put(ctx context.Context, s Store, key string, parts [][]byte, cond Cond) (Info, error) {
+	w, ok := s.(Writer)
+	if !ok {
+		return Info{}, fmt.Errorf("%w: %s", ErrReadOnly, key)
+	}
+	return w.Put(ctx, key, parts, cond)
+}
+
+// Delete removes the value at key if cond holds (Writer.Delete), or fails
+// with ErrReadOnly when the store takes no writes.
+func Delete(ctx context.Context, s Store, key string, cond Cond) error {
+	w, ok := s.(Writer)
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrReadOnly, key)
+	}
+	return w.Delete(ctx, key, cond)
+}
+
 // ReadAtByGet is ReadAt for stores whose reads are requests: one ranged
 // Get conditional on gen, which must be given, so that the bytes come from
 // that generation or the read fails.
-func ReadAtByGet(ctx context.Context, s Store, key string, gen Generation, p []byte, off int64) error {
+func ReadAtByGet(ctx context.Context, s Reader, key string, gen Generation, p []byte, off int64) error {
 	if len(p) == 0 {
 		return nil
 	}
@@ -224,7 +311,7 @@ func ReadAll(ctx context.Context, s Store, key string) ([]byte, error) {
 
 // Write replaces the value at key with b unconditionally.
 func Write(ctx context.Context, s Store, key string, b []byte) error {
-	_, err := s.Put(ctx, key, [][]byte{b}, Cond{})
+	_, err := Put(ctx, s, key, [][]byte{b}, Cond{})
 	return err
 }
 

@@ -44,7 +44,8 @@ type Updater interface {
 // still at that generation, and start again when another writer won the
 // race; fn may then be called several times.
 func Update(ctx context.Context, s Store, key string, fn func(cur Object) (Change, error)) error {
-	if s.ReadOnly() {
+	w, ok := Writable(s)
+	if !ok {
 		return fmt.Errorf("%w: %s", ErrReadOnly, key)
 	}
 	if u, ok := s.(Updater); ok {
@@ -52,7 +53,7 @@ func Update(ctx context.Context, s Store, key string, fn func(cur Object) (Chang
 	}
 	backoff := 20 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		err := updateOnce(ctx, s, key, fn)
+		err := updateOnce(ctx, w, s, key, fn)
 		if !errors.Is(err, ErrPrecondition) {
 			return err
 		}
@@ -74,7 +75,7 @@ func Update(ctx context.Context, s Store, key string, fn func(cur Object) (Chang
 const maxUpdateAttempts = 20
 
 // updateOnce is one round of the optimistic loop of Update.
-func updateOnce(ctx context.Context, s Store, key string, fn func(cur Object) (Change, error)) error {
+func updateOnce(ctx context.Context, w Writer, s Reader, key string, fn func(cur Object) (Change, error)) error {
 	cur, info, err := s.Get(ctx, key, All, Cond{})
 	var obj Object
 	cond := Cond{IfNoneMatch: AnyGeneration}
@@ -91,13 +92,13 @@ func updateOnce(ctx context.Context, s Store, key string, fn func(cur Object) (C
 	}
 	switch {
 	case change.Value != nil:
-		_, err = s.Put(ctx, key, change.Value, cond)
+		_, err = w.Put(ctx, key, change.Value, cond)
 	case change.Delete && obj != nil:
-		err = s.Delete(ctx, key, cond)
+		err = w.Delete(ctx, key, cond)
 	case len(change.Patches) > 0 && obj != nil:
 		var patched []byte
 		if patched, err = change.apply(cur); err == nil {
-			_, err = s.Put(ctx, key, [][]byte{patched}, cond)
+			_, err = w.Put(ctx, key, [][]byte{patched}, cond)
 		}
 	}
 	return err

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/zarrfs/zarrfs/zarr/store"
+	"github.com/zarrfs/zarrfs/zarr/store/storetest"
 )
 
 // increment adds one to the decimal counter at key under the update lock.
@@ -168,7 +169,7 @@ func TestUpdateChanges(t *testing.T) {
 
 // optimistic hides a Dir's lock, so that Update runs its optimistic loop
 // of conditional writes, as on an object store.
-type optimistic struct{ store.Store }
+type optimistic struct{ storetest.Store }
 
 // The optimistic loop loses no update either: writers that lose a race
 // read again and retry.

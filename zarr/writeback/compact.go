@@ -17,7 +17,7 @@ func Compact(ctx context.Context, a *zarr.Array, shard []int) (reclaimed int64, 
 	if sh == nil {
 		return 0, nil
 	}
-	if a.Store().ReadOnly() {
+	if store.ReadOnly(a.Store()) {
 		return 0, ErrNotWritable
 	}
 	key := a.ChunkKey(shard)

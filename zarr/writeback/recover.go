@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
 // Recover publishes the journals that writers which died left in root,
@@ -19,7 +20,7 @@ import (
 // what is not a journal zarrfs made, are left alone. It returns the number
 // of records replayed.
 func Recover(ctx context.Context, h *zarr.Hierarchy, root *JournalRoot, logger *slog.Logger) (int, error) {
-	if h.Store.ReadOnly() {
+	if store.ReadOnly(h.Store) {
 		return 0, ErrNotWritable
 	}
 	found, err := orphans(root, skipLogger(root, logger))

@@ -103,7 +103,7 @@ var ErrNotWritable = errors.New("store is not writable")
 
 // New starts a writer whose journal lives in journalRoot.
 func New(s store.Store, journalRoot *JournalRoot, opts Options) (*Writer, error) {
-	if s.ReadOnly() {
+	if store.ReadOnly(s) {
 		return nil, ErrNotWritable
 	}
 	if opts.IdleDelay <= 0 {
@@ -152,7 +152,7 @@ func (w *Writer) update(ctx context.Context, a *zarr.Array, coords []int, data [
 	key := a.ChunkKey(shard)
 	if a.Sharding() == nil {
 		if del {
-			return w.store.Delete(ctx, key, store.Cond{})
+			return store.Delete(ctx, w.store, key, store.Cond{})
 		}
 		return store.Write(ctx, w.store, key, data)
 	}

@@ -60,7 +60,11 @@ type Store struct {
 	readOnly bool
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Lister = (*Store)(nil)
+	_ store.Writer = (*Store)(nil)
+)
 
 // Requests counts the requests sent, by kind.
 func (s *Store) Requests() map[string]uint64 { return s.client.Counts() }
@@ -131,6 +135,9 @@ func (s *Store) String() string { return s.name }
 
 // ReadOnly reports whether the store refuses changes.
 func (s *Store) ReadOnly() bool { return s.readOnly }
+
+// Remote is true.
+func (s *Store) Remote() bool { return true }
 
 // Close closes idle connections.
 func (s *Store) Close() error {

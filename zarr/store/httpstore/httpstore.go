@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"iter"
 	"net/http"
 	"net/url"
 	"strings"
@@ -22,7 +21,9 @@ type Options struct {
 	requests.Limits
 }
 
-// Store is the tree of values below a base URL.
+// Store is the tree of values below a base URL. It is neither a
+// store.Lister nor a store.Writer: web servers neither list nor take
+// writes.
 type Store struct {
 	client *requests.Client
 	base   string // ending in '/'
@@ -49,8 +50,8 @@ func Open(base string, opts Options) (*Store, error) {
 // String is the base URL without its secrets.
 func (s *Store) String() string { return store.Redacted(strings.TrimSuffix(s.base, "/")) }
 
-// ReadOnly is true: web servers take no writes.
-func (s *Store) ReadOnly() bool { return true }
+// Remote is true.
+func (s *Store) Remote() bool { return true }
 
 // Close releases idle connections.
 func (s *Store) Close() error {
@@ -120,28 +121,6 @@ func (s *Store) Stat(ctx context.Context, key string) (store.Info, error) {
 		return nil
 	})
 	return info, err
-}
-
-// Put is refused.
-func (s *Store) Put(_ context.Context, key string, _ [][]byte, _ store.Cond) (store.Info, error) {
-	return store.Info{}, fmt.Errorf("%w: %s", store.ErrReadOnly, key)
-}
-
-// Delete is refused.
-func (s *Store) Delete(_ context.Context, key string, _ store.Cond) error {
-	return fmt.Errorf("%w: %s", store.ErrReadOnly, key)
-}
-
-// List fails with ErrNoListing.
-func (s *Store) List(context.Context, string) iter.Seq2[string, error] {
-	return func(yield func(string, error) bool) { yield("", fmt.Errorf("%s: %w", s, store.ErrNoListing)) }
-}
-
-// ListDir fails with ErrNoListing.
-func (s *Store) ListDir(context.Context, string) iter.Seq2[store.Entry, error] {
-	return func(yield func(store.Entry, error) bool) {
-		yield(store.Entry{}, fmt.Errorf("%s: %w", s, store.ErrNoListing))
-	}
 }
 
 // setCond turns a condition into request headers.

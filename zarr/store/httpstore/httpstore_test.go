@@ -100,10 +100,20 @@ func TestReads(t *testing.T) {
 	if err := store.Write(ctx, s, "a/c/1", []byte("x")); !errors.Is(err, store.ErrReadOnly) {
 		t.Errorf("Put: %v, want ErrReadOnly", err)
 	}
-	for _, err := range s.ListDir(ctx, "") {
+	for _, err := range store.ListDir(ctx, s, "") {
 		if !errors.Is(err, store.ErrNoListing) {
 			t.Errorf("ListDir: %v, want ErrNoListing", err)
 		}
+	}
+	// It declares what it is, and offers only what it can do.
+	if _, ok := any(s).(store.Writer); ok {
+		t.Error("a web server's store is a store.Writer")
+	}
+	if _, ok := any(s).(store.Lister); ok {
+		t.Error("a web server's store is a store.Lister")
+	}
+	if !s.Remote() {
+		t.Error("a web server's store is not remote")
 	}
 }
 

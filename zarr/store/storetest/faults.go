@@ -208,7 +208,7 @@ func RunFaults(t *testing.T, ft FaultTarget) {
 		ft.Proxy.SetRule(nil)
 	})
 
-	if ft.Store.ReadOnly() {
+	if store.ReadOnly(ft.Store) {
 		return
 	}
 	t.Run("writes", func(t *testing.T) {

@@ -35,6 +35,7 @@ type Store struct {
 
 var (
 	_ store.Store  = (*Store)(nil)
+	_ store.Lister = (*Store)(nil)
 	_ store.Opener = (*Store)(nil)
 )
 
@@ -128,8 +129,8 @@ func (s *Store) addParents(key string) {
 
 func (s *Store) String() string { return s.path }
 
-// ReadOnly is true: a zip file is mounted read-only.
-func (s *Store) ReadOnly() bool { return true }
+// Remote is false: a zip file is a local file.
+func (s *Store) Remote() bool { return false }
 
 func (s *Store) Close() error {
 	if s.closer == nil {
@@ -248,12 +249,6 @@ type object struct {
 
 func (o object) Info() store.Info { return o.info }
 func (o object) Close() error     { return nil }
-
-func (s *Store) Put(context.Context, string, [][]byte, store.Cond) (store.Info, error) {
-	return store.Info{}, store.ErrReadOnly
-}
-
-func (s *Store) Delete(context.Context, string, store.Cond) error { return store.ErrReadOnly }
 
 // List yields every key below prefix.
 func (s *Store) List(_ context.Context, prefix string) iter.Seq2[string, error] {

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/zarrfs/zarrfs/zarr/store/azstore"
 	"github.com/zarrfs/zarrfs/zarr/store/requests"
+	"github.com/zarrfs/zarrfs/zarr/store/storetest"
 )
 
 // Version is the Azurite release the tests run against; .ci/run installs
@@ -37,99 +37,38 @@ type Server struct {
 	Endpoint string // the blob service: http://127.0.0.1:PORT/devstoreaccount1
 }
 
-// binary finds azurite-blob: $ZARRFS_AZURITE, $PATH, then where .ci/run
-// installs it.
-func binary() (string, error) {
-	if p := os.Getenv("ZARRFS_AZURITE"); p != "" {
-		return p, nil
-	}
-	if p, err := exec.LookPath("azurite-blob"); err == nil {
-		return p, nil
-	}
-	p := "/tmp/zarrfs-azurite/node_modules/.bin/azurite-blob"
-	if _, err := os.Stat(p); err == nil {
-		return p, nil
-	}
-	return "", fmt.Errorf("azurite-blob not found: npm install --prefix /tmp/zarrfs-azurite azurite@%s (.ci/run does this), or set ZARRFS_AZURITE", Version)
+// emulator is Azurite's blob service, keeping blobs in memory.
+// --skipApiVersionCheck: the SDK may speak a newer service version than
+// this Azurite knows; the operations zarrfs uses are older than both.
+var emulator = storetest.Emulator{
+	Name: "azurite-blob", EnvVar: "ZARRFS_AZURITE", Path: "/tmp/zarrfs-azurite/node_modules/.bin/azurite-blob",
+	Install: "npm install --prefix /tmp/zarrfs-azurite azurite@" + Version + " (.ci/run does this)",
+	Args: func(addr, _ string) []string {
+		_, port, _ := net.SplitHostPort(addr)
+		return []string{"--blobHost", "127.0.0.1", "--blobPort", port,
+			"--inMemoryPersistence", "--skipApiVersionCheck", "--disableProductStyleUrl", "--disableTelemetry"}
+	},
+	InDir: true,
+	Wait:  time.Minute, // node starts slowly on a loaded machine
 }
 
 // Start starts an emulator for the test and stops it in cleanup. Without
 // Azurite the test is skipped, or fails when CI is set.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	if _, err := binary(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal(err)
-		}
-		t.Skip("SKIP: ", err)
-	}
-	logPath := filepath.Join(t.TempDir(), "azurite.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close()
-	s, stop, err := StartServer(t.TempDir(), logFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stop()
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("azurite output:\n%s", b)
-		}
-	})
-	return s
+	addr, _ := emulator.Start(t)
+	return &Server{Endpoint: "http://" + addr + "/" + Account}
 }
 
 // StartServer starts Azurite's blob service on a free port of 127.0.0.1,
 // keeping blobs in memory, running in dir with its output to log, and
-// returns it with the function that stops it. --skipApiVersionCheck: the
-// SDK may speak a newer service version than this Azurite knows; the
-// operations zarrfs uses are older than both.
+// returns it with the function that stops it.
 func StartServer(dir string, log io.Writer) (*Server, func(), error) {
-	bin, err := binary()
+	addr, stop, err := emulator.StartProcess(dir, log)
 	if err != nil {
 		return nil, nil, err
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, nil, err
-	}
-	addr := l.Addr().(*net.TCPAddr)
-	l.Close()
-	cmd := exec.Command(bin, "--blobHost", "127.0.0.1", "--blobPort", fmt.Sprint(addr.Port),
-		"--inMemoryPersistence", "--skipApiVersionCheck", "--disableProductStyleUrl", "--disableTelemetry")
-	cmd.Dir = dir
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		return nil, nil, err
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stop := func() {
-		cmd.Process.Kill()
-		<-exited
-	}
-	for i := 0; ; i++ {
-		c, err := net.DialTimeout("tcp", addr.String(), 100*time.Millisecond)
-		if err == nil {
-			c.Close()
-			break
-		}
-		select {
-		case err := <-exited:
-			return nil, nil, fmt.Errorf("azurite exited: %v", err)
-		default:
-		}
-		if i == 1200 { // node starts slowly on a loaded machine
-			stop()
-			return nil, nil, fmt.Errorf("azurite does not listen on %s after 60s", addr)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return &Server{Endpoint: "http://" + addr.String() + "/" + Account}, stop, nil
+	return &Server{Endpoint: "http://" + addr + "/" + Account}, stop, nil
 }
 
 // ConnectionString reaches the account at endpoint (the server's, or a

@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/zarrfs/zarrfs/zarr/store/gcsstore"
 	"github.com/zarrfs/zarrfs/zarr/store/requests"
+	"github.com/zarrfs/zarrfs/zarr/store/storetest"
 )
 
 // Version is the fake-gcs-server release the tests run against; .ci/run
@@ -33,98 +33,32 @@ type Server struct {
 	Endpoint string // http://127.0.0.1:PORT
 }
 
-// binary finds fake-gcs-server: $ZARRFS_FAKE_GCS_SERVER, $PATH, then
-// GOPATH/bin.
-func binary() (string, error) {
-	if p := os.Getenv("ZARRFS_FAKE_GCS_SERVER"); p != "" {
-		return p, nil
-	}
-	if p, err := exec.LookPath("fake-gcs-server"); err == nil {
-		return p, nil
-	}
-	out, err := exec.Command("go", "env", "GOPATH").Output()
-	if err == nil {
-		p := filepath.Join(strings.TrimSpace(string(out)), "bin", "fake-gcs-server")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("fake-gcs-server not found: go install github.com/fsouza/fake-gcs-server@%s (.ci/run does this)", Version)
+// emulator is fake-gcs-server, keeping objects in memory.
+var emulator = storetest.Emulator{
+	Name: "fake-gcs-server", EnvVar: "ZARRFS_FAKE_GCS_SERVER", GoBin: true,
+	Install: "go install github.com/fsouza/fake-gcs-server@" + Version + " (.ci/run does this)",
+	Args: func(addr, _ string) []string {
+		_, port, _ := net.SplitHostPort(addr)
+		return []string{"-scheme", "http", "-host", "127.0.0.1", "-port", port, "-backend", "memory",
+			"-public-host", addr, "-external-url", "http://" + addr, "-log-level", "warn"}
+	},
 }
 
 // Start starts an emulator for the test and stops it in cleanup. Without
 // fake-gcs-server the test is skipped, or fails when CI is set.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	if _, err := binary(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal(err)
-		}
-		t.Skip("SKIP: ", err)
-	}
-	logPath := filepath.Join(t.TempDir(), "fake-gcs-server.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close()
-	s, stop, err := StartServer(logFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stop()
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("fake-gcs-server output:\n%s", b)
-		}
-	})
-	return s
+	addr, _ := emulator.Start(t)
+	return &Server{Endpoint: "http://" + addr}
 }
 
 // StartServer starts fake-gcs-server on a free port of 127.0.0.1, keeping
 // objects in memory, with its output to log, and returns it with the
 // function that stops it.
 func StartServer(log io.Writer) (*Server, func(), error) {
-	bin, err := binary()
+	addr, stop, err := emulator.StartProcess(os.TempDir(), log)
 	if err != nil {
 		return nil, nil, err
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, nil, err
-	}
-	addr := l.Addr().String()
-	l.Close()
-	_, port, _ := net.SplitHostPort(addr)
-	cmd := exec.Command(bin, "-scheme", "http", "-host", "127.0.0.1", "-port", port, "-backend", "memory",
-		"-public-host", addr, "-external-url", "http://"+addr, "-log-level", "warn")
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		return nil, nil, err
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stop := func() {
-		cmd.Process.Kill()
-		<-exited
-	}
-	for i := 0; ; i++ {
-		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
-		if err == nil {
-			c.Close()
-			break
-		}
-		select {
-		case err := <-exited:
-			return nil, nil, fmt.Errorf("fake-gcs-server exited: %v", err)
-		default:
-		}
-		if i == 200 {
-			stop()
-			return nil, nil, fmt.Errorf("fake-gcs-server does not listen on %s after 10s", addr)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 	return &Server{Endpoint: "http://" + addr}, stop, nil
 }

@@ -6,9 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/zarrfs/zarrfs/zarr/store/requests"
 	"github.com/zarrfs/zarrfs/zarr/store/s3store"
+	"github.com/zarrfs/zarrfs/zarr/store/storetest"
 )
 
 // Version is the versitygw release the tests run against; .ci/run
@@ -37,99 +36,29 @@ type Server struct {
 	Dir      string // where the posix backend keeps buckets
 }
 
-// binary finds versitygw: $ZARRFS_VERSITYGW, $PATH, then GOPATH/bin.
-func binary() (string, error) {
-	if p := os.Getenv("ZARRFS_VERSITYGW"); p != "" {
-		return p, nil
-	}
-	if p, err := exec.LookPath("versitygw"); err == nil {
-		return p, nil
-	}
-	out, err := exec.Command("go", "env", "GOPATH").Output()
-	if err == nil {
-		p := filepath.Join(strings.TrimSpace(string(out)), "bin", "versitygw")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("versitygw not found: go install github.com/versity/versitygw/cmd/versitygw@%s (.ci/run does this)", Version)
+// emulator is versitygw with its posix backend.
+var emulator = storetest.Emulator{
+	Name: "versitygw", EnvVar: "ZARRFS_VERSITYGW", GoBin: true,
+	Install: "go install github.com/versity/versitygw/cmd/versitygw@" + Version + " (.ci/run does this)",
+	Args:    func(addr, dir string) []string { return []string{"--port", addr, "--quiet", "posix", dir} },
+	Env:     []string{"ROOT_ACCESS_KEY=" + AccessKey, "ROOT_SECRET_KEY=" + SecretKey},
 }
 
 // Start starts a server for the test and stops it in cleanup. Without
 // versitygw the test is skipped, or fails when CI is set.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	if _, err := binary(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal(err)
-		}
-		t.Skip("SKIP: ", err)
-	}
-	logPath := filepath.Join(t.TempDir(), "versitygw.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close()
-	s, stop, err := StartServer(t.TempDir(), logFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stop()
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("versitygw output:\n%s", b)
-		}
-	})
-	return s
+	addr, dir := emulator.Start(t)
+	return &Server{Endpoint: "http://" + addr, Dir: dir}
 }
 
 // StartServer starts versitygw on a free port of 127.0.0.1 with its
 // buckets under dir and its output to log, and returns it with the
 // function that stops it.
 func StartServer(dir string, log io.Writer) (*Server, func(), error) {
-	bin, err := binary()
+	addr, stop, err := emulator.StartProcess(dir, log)
 	if err != nil {
 		return nil, nil, err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, nil, err
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, nil, err
-	}
-	addr := l.Addr().String()
-	l.Close()
-	cmd := exec.Command(bin, "--port", addr, "--quiet", "posix", dir)
-	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+AccessKey, "ROOT_SECRET_KEY="+SecretKey)
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		return nil, nil, err
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stop := func() {
-		cmd.Process.Kill()
-		<-exited
-	}
-	for i := 0; ; i++ {
-		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
-		if err == nil {
-			c.Close()
-			break
-		}
-		select {
-		case err := <-exited:
-			return nil, nil, fmt.Errorf("versitygw exited: %v", err)
-		default:
-		}
-		if i == 200 {
-			stop()
-			return nil, nil, fmt.Errorf("versitygw does not listen on %s after 10s", addr)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 	return &Server{Endpoint: "http://" + addr, Dir: dir}, stop, nil
 }
