@@ -65,6 +65,12 @@ const (
 	TransportIOURing = "io_uring"
 )
 
+// maxWrite is the largest WRITE request the kernel sends, and the block
+// size files report: tools size their buffers by st_blksize (cp uses
+// max(128 KiB, st_blksize)), so a chunk file of up to 1 MiB is written in
+// one request, one round trip, rather than one per 128 KiB.
+const maxWrite = 1 << 20
+
 // Server is a mounted file system.
 type Server struct {
 	*fuse.Server
@@ -113,7 +119,7 @@ func Mount(dir string, ks *keyspace.FS, opts Options) (*Server, error) {
 		Name:                 "zarrfs",
 		AllowOther:           opts.AllowOther,
 		DirectMount:          os.Geteuid() == 0,
-		MaxWrite:             1 << 20,
+		MaxWrite:             maxWrite,
 		MaxReadAhead:         maxReadAhead,
 		MaxBackground:        64,
 		IgnoreSecurityLabels: true,
@@ -292,7 +298,7 @@ func (b *binding) fill(a keyspace.Attr, out *fuse.Attr) {
 	out.Ino = a.Ino
 	out.Size = uint64(a.Size)
 	out.Blocks = (out.Size + 511) / 512
-	out.Blksize = 1 << 16
+	out.Blksize = maxWrite
 	out.Nlink = 1
 	out.SetTimes(nil, &a.Mtime, &a.Mtime)
 	mask := b.opts.Umask

@@ -399,7 +399,9 @@ func (r row) result() (target string, pass *bool) {
 func (b *bench) print(w io.Writer, loadBefore string, elapsed time.Duration) {
 	fmt.Fprintf(w, "\nzarrfs mount benchmark: medians of %d runs (warm cases after %d warm-up round); ratio = baseline time / zarrfs time\n", b.cfg.runs, b.cfg.warmup)
 	fmt.Fprintf(w, "machine: %s; load average %s at start, %s at end; took %s\n", machine(), loadBefore, loadAverage(), elapsed.Round(time.Second))
-	fmt.Fprintf(w, "zarrfs:  %s mount %s STORE MNT\n", b.bin, strings.Join(append([]string{"--ro"}, b.cfg.mountArgs...), " "))
+	// The write workloads mount read-write, every other one read-only.
+	args := append([]string{"[--ro]"}, b.cfg.mountArgs...)
+	fmt.Fprintf(w, "zarrfs:  %s mount %s STORE MNT (--ro except in workloads write and writes)\n", b.bin, strings.Join(args, " "))
 	fmt.Fprintf(w, "store:   %s\n", b.describeStore())
 	const format = "%-66s %14s %14s %7s %10s %6s %6s\n"
 	fmt.Fprintf(w, "\n"+format, "case", "zarrfs", "baseline", "ratio", "target", "result", "spread")
