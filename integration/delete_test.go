@@ -89,6 +89,16 @@ func TestDeleteThroughMount(t *testing.T) {
 	if left := storeKeys(t, dir, "grp"); len(left) != 0 {
 		t.Errorf("left of grp in the store: %v", left)
 	}
+	// The directories that held only deleted keys go too; victim/c holds
+	// the link, which no delete follows, so it and victim stay.
+	for _, p := range []string{"grp", "victim/c/0"} {
+		if _, err := os.Lstat(filepath.Join(dir, p)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the delete left the directory %s in the store (%v)", p, err)
+		}
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, "victim", "c", "1")); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		t.Errorf("the planted link victim/c/1: %v, %v; want it left as it was", fi, err)
+	}
 	requireSameFiles(t, keepBefore, storeFiles(t, filepath.Join(dir, "keep")))
 	all := o.ZarritaAll(t, dir)
 	if len(all) != 1 || all["keep"].SHA256 != keepDigest {
