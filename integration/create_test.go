@@ -589,3 +589,87 @@ func TestCreateNullFillRemount(t *testing.T) {
 	}
 	checkStore(t, dir)
 }
+
+// TestCreateKilledChunksFirst: a native v2 store (a group holding an array
+// with "/" keys) is copied into MNT/v2 in the order cp -r and rsync may
+// take, every chunk before the metadata, the group's .zgroup last: the
+// array's .zarray waits in its pending directory for its parent, and the
+// .zgroup creates both and makes the held files their chunks. zarrfs is
+// killed with SIGKILL once that close returned; a read-only mount then
+// shows every chunk as the source holds it, and after `zarrfs recover`
+// zarrita reads the store (no zarrfs) as the source.
+func TestCreateKilledChunksFirst(t *testing.T) {
+	zarrtest.RequirePython(t, "zarr")
+	o := zarrtest.NewOracle(t)
+	native := filepath.Join(t.TempDir(), "native.zarr")
+	out, err := exec.Command("/usr/bin/python3", "-c", nativeScript, native).Output()
+	if err != nil {
+		t.Fatalf("zarr-python: %v\n%s", err, stderrOf(err))
+	}
+	var want struct{ SHA256 string }
+	if err := json.Unmarshal(out, &want); err != nil {
+		t.Fatal(err)
+	}
+	var dirs, chunks, docs []string
+	filepath.WalkDir(native, func(p string, e os.DirEntry, err error) error {
+		rel, _ := filepath.Rel(native, p)
+		switch {
+		case err != nil || rel == ".":
+		case e.IsDir():
+			dirs = append(dirs, rel)
+		case strings.HasPrefix(e.Name(), ".z"):
+			docs = append(docs, rel)
+		default:
+			chunks = append(chunks, rel)
+		}
+		return nil
+	})
+	// Deepest documents first, so the top group's come last.
+	slices.SortStableFunc(docs, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
+	if len(chunks) == 0 || docs[len(docs)-1] != ".zgroup" {
+		t.Fatalf("the native store: chunks %v, documents %v", chunks, docs)
+	}
+	dir := t.TempDir()
+	v3Root(t, dir)
+	m := mount(t, dir)
+	copied := filepath.Join(m.Dir, "v2", "copied")
+	if err := os.Mkdir(copied, 0o755); err != nil {
+		t.Fatalf("mkdir: %v\n%s", err, m.Log())
+	}
+	for _, d := range dirs {
+		if err := os.Mkdir(filepath.Join(copied, d), 0o755); err != nil {
+			t.Fatalf("mkdir %s: %v\n%s", d, err, m.Log())
+		}
+	}
+	for _, f := range append(chunks, docs...) {
+		b, err := os.ReadFile(filepath.Join(native, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := writeTrunc(filepath.Join(copied, f), b); err != nil {
+			t.Fatalf("writing %s: %v\nzarrfs log:\n%s", f, err, m.Log())
+		}
+	}
+	syscall.Kill(m.Pid(), syscall.SIGKILL)
+	m.Kill()
+	t.Logf("the kill left writes in the journal: %v", checkAfterCrash(t, dir))
+	ro := mount(t, dir, "--ro")
+	for _, f := range chunks {
+		src, _ := os.ReadFile(filepath.Join(native, f))
+		got, err := os.ReadFile(filepath.Join(ro.Dir, "v2", "copied", f))
+		if err != nil || !slices.Equal(got, src) {
+			t.Errorf("chunk %s through a read-only mount after the kill: %d bytes, %v; the source holds %d bytes", f, len(got), err, len(src))
+		}
+	}
+	if err := ro.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(zarrfsBin, "recover", dir).CombinedOutput(); err != nil {
+		t.Fatalf("zarrfs recover: %v\n%s", err, out)
+	}
+	checkSharded(t, dir, "copied/temp")
+	if z := o.Zarrita(t, dir, "copied/temp"); z.Error != "" || z.SHA256 != want.SHA256 {
+		t.Errorf("zarrita reads copied/temp from the store: %q, digest %s; the source's %s", z.Error, z.SHA256, want.SHA256)
+	}
+	checkStore(t, dir)
+}
