@@ -2,7 +2,9 @@ package integration_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
@@ -64,16 +66,27 @@ func TestCluster(t *testing.T) {
 	}
 	counter.take() // discovery
 	grid := a.InnerGrid()
+	// Every inner chunk: a stored one reads back as stored, any other is
+	// no file (readers use the fill value).
 	readAll := func(m *integration.Mount) {
+		missing := 0
 		for c := make([]int, len(grid)); ; {
 			want, stored := storedInner(t, dir, a, c)
 			got, err := os.ReadFile(filepath.Join(m.Dir, "v3", a.Path, keyIn(a, "v3", c)))
-			if stored && (err != nil || !bytes.Equal(got, want)) {
+			switch {
+			case stored && (err != nil || !bytes.Equal(got, want)):
 				t.Fatalf("inner chunk %v through %s: %v; not the original bytes", c, m.Dir, err)
+			case !stored && !errors.Is(err, fs.ErrNotExist):
+				t.Fatalf("inner chunk %v, not stored, through %s: %d bytes, %v; want no such file", c, m.Dir, len(got), err)
+			case !stored:
+				missing++
 			}
 			if !nd.Next(c, grid) {
 				break
 			}
+		}
+		if missing == 0 {
+			t.Fatalf("%s has no inner chunk missing: the test checks none", a.Path)
 		}
 	}
 	var origin []map[string]int

@@ -508,3 +508,168 @@ func TestCreateKilled(t *testing.T) {
 	}
 	checkStore(t, dir)
 }
+
+// nullFillScript, with "write", creates through MNT/v2 with zarr-python 2
+// a group holding an array with fill_value None and "/" keys whose data
+// holds zeros, and writes it; then (as without "write") it prints what
+// readers see: the .zarray read back, the digest of the values xarray
+// reads (it masks elements equal to the fill value), how many are NaN,
+// and whether the reserved attribute shows in .zattrs or the v3 view.
+const nullFillScript = `
+import json, os, sys
+import numpy as np, zarr, xarray as xr
+mnt, write = sys.argv[1], len(sys.argv) > 2
+path = os.path.join(mnt, "v2", "ds")
+data = np.arange(24, dtype="<f8").reshape(6, 4) % 3  # a third are zeros
+if write:
+    g = zarr.open_group(path, mode="w")
+    a = g.create_dataset("v", shape=(6, 4), chunks=(3, 2), dtype="<f8", fill_value=None,
+                         dimension_separator="/", compressor=None)
+    a.attrs["_ARRAY_DIMENSIONS"] = ["y", "x"]
+    a[...] = data
+seen = xr.open_zarr(path, consolidated=False)["v"].values
+shown = open(os.path.join(path, "v", ".zattrs")).read() + open(os.path.join(mnt, "v3", "ds", "v", "zarr.json")).read()
+print(json.dumps({
+    "zarray": json.load(open(os.path.join(path, "v", ".zarray"))),
+    "xarray": digest(seen), "nans": int(np.isnan(seen).sum()), "want": digest(data),
+    "leaked": "_zarrfs" in shown,
+}))
+`
+
+// TestCreateNullFillRemount: an array zarr-python 2 creates through MNT/v2
+// with fill_value None (which v3 cannot hold) and "/" keys keeps both
+// across a remount: its .zarray reads back null and "/", so xarray, which
+// masks elements equal to the fill value, reads the same values (its
+// zeros, not NaN) before and after; the reserved attribute that records
+// them shows in neither view, and zarrita reads the store directly.
+func TestCreateNullFillRemount(t *testing.T) {
+	zarrtest.RequirePython(t, "zarr", "xarray")
+	o := zarrtest.NewOracle(t)
+	dir := t.TempDir()
+	v3Root(t, dir)
+	type seen struct {
+		Zarray struct {
+			FillValue          any    `json:"fill_value"`
+			DimensionSeparator string `json:"dimension_separator"`
+		}
+		Xarray, Want string
+		Nans         int
+		Leaked       bool
+	}
+	read := func(args ...string) seen {
+		t.Helper()
+		m := mount(t, dir)
+		out, err := python(nullFillScript, append([]string{m.Dir}, args...)...).Output()
+		if err != nil {
+			t.Fatalf("zarr-python: %v\n%s\nzarrfs log:\n%s", err, stderrOf(err), m.Log())
+		}
+		stop(t, m, dir)
+		var s seen
+		if err := json.Unmarshal(out, &s); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		return s
+	}
+	before := read("write")
+	after := read()
+	for when, s := range map[string]seen{"before the remount": before, "after the remount": after} {
+		if s.Zarray.FillValue != nil || s.Zarray.DimensionSeparator != "/" {
+			t.Errorf("%s the .zarray reads back fill_value %v, dimension_separator %q; written null, \"/\"", when, s.Zarray.FillValue, s.Zarray.DimensionSeparator)
+		}
+		if s.Nans != 0 || s.Xarray != s.Want {
+			t.Errorf("%s xarray reads %d NaN (digest %s); written no NaN (digest %s)", when, s.Nans, s.Xarray, s.Want)
+		}
+		if s.Leaked {
+			t.Errorf("%s the attribute recording the v2 fields shows in the views' attributes", when)
+		}
+	}
+	checkSharded(t, dir, "ds/v")
+	if z := o.Zarrita(t, dir, "ds/v"); z.Error != "" || z.SHA256 != before.Want {
+		t.Errorf("zarrita reads ds/v from the store: %q, digest %s; written %s", z.Error, z.SHA256, before.Want)
+	}
+	checkStore(t, dir)
+}
+
+// TestCreateKilledChunksFirst: a native v2 store (a group holding an array
+// with "/" keys) is copied into MNT/v2 in the order cp -r and rsync may
+// take, every chunk before the metadata, the group's .zgroup last: the
+// array's .zarray waits in its pending directory for its parent, and the
+// .zgroup creates both and makes the held files their chunks. zarrfs is
+// killed with SIGKILL once that close returned; a read-only mount then
+// shows every chunk as the source holds it, and after `zarrfs recover`
+// zarrita reads the store (no zarrfs) as the source.
+func TestCreateKilledChunksFirst(t *testing.T) {
+	zarrtest.RequirePython(t, "zarr")
+	o := zarrtest.NewOracle(t)
+	native := filepath.Join(t.TempDir(), "native.zarr")
+	out, err := exec.Command("/usr/bin/python3", "-c", nativeScript, native).Output()
+	if err != nil {
+		t.Fatalf("zarr-python: %v\n%s", err, stderrOf(err))
+	}
+	var want struct{ SHA256 string }
+	if err := json.Unmarshal(out, &want); err != nil {
+		t.Fatal(err)
+	}
+	var dirs, chunks, docs []string
+	filepath.WalkDir(native, func(p string, e os.DirEntry, err error) error {
+		rel, _ := filepath.Rel(native, p)
+		switch {
+		case err != nil || rel == ".":
+		case e.IsDir():
+			dirs = append(dirs, rel)
+		case strings.HasPrefix(e.Name(), ".z"):
+			docs = append(docs, rel)
+		default:
+			chunks = append(chunks, rel)
+		}
+		return nil
+	})
+	// Deepest documents first, so the top group's come last.
+	slices.SortStableFunc(docs, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
+	if len(chunks) == 0 || docs[len(docs)-1] != ".zgroup" {
+		t.Fatalf("the native store: chunks %v, documents %v", chunks, docs)
+	}
+	dir := t.TempDir()
+	v3Root(t, dir)
+	m := mount(t, dir)
+	copied := filepath.Join(m.Dir, "v2", "copied")
+	if err := os.Mkdir(copied, 0o755); err != nil {
+		t.Fatalf("mkdir: %v\n%s", err, m.Log())
+	}
+	for _, d := range dirs {
+		if err := os.Mkdir(filepath.Join(copied, d), 0o755); err != nil {
+			t.Fatalf("mkdir %s: %v\n%s", d, err, m.Log())
+		}
+	}
+	for _, f := range append(chunks, docs...) {
+		b, err := os.ReadFile(filepath.Join(native, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := writeTrunc(filepath.Join(copied, f), b); err != nil {
+			t.Fatalf("writing %s: %v\nzarrfs log:\n%s", f, err, m.Log())
+		}
+	}
+	syscall.Kill(m.Pid(), syscall.SIGKILL)
+	m.Kill()
+	t.Logf("the kill left writes in the journal: %v", checkAfterCrash(t, dir))
+	ro := mount(t, dir, "--ro")
+	for _, f := range chunks {
+		src, _ := os.ReadFile(filepath.Join(native, f))
+		got, err := os.ReadFile(filepath.Join(ro.Dir, "v2", "copied", f))
+		if err != nil || !slices.Equal(got, src) {
+			t.Errorf("chunk %s through a read-only mount after the kill: %d bytes, %v; the source holds %d bytes", f, len(got), err, len(src))
+		}
+	}
+	if err := ro.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(zarrfsBin, "recover", dir).CombinedOutput(); err != nil {
+		t.Fatalf("zarrfs recover: %v\n%s", err, out)
+	}
+	checkSharded(t, dir, "copied/temp")
+	if z := o.Zarrita(t, dir, "copied/temp"); z.Error != "" || z.SHA256 != want.SHA256 {
+		t.Errorf("zarrita reads copied/temp from the store: %q, digest %s; the source's %s", z.Error, z.SHA256, want.SHA256)
+	}
+	checkStore(t, dir)
+}

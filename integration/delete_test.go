@@ -89,6 +89,16 @@ func TestDeleteThroughMount(t *testing.T) {
 	if left := storeKeys(t, dir, "grp"); len(left) != 0 {
 		t.Errorf("left of grp in the store: %v", left)
 	}
+	// The directories that held only deleted keys go too; victim/c holds
+	// the link, which no delete follows, so it and victim stay.
+	for _, p := range []string{"grp", "victim/c/0"} {
+		if _, err := os.Lstat(filepath.Join(dir, p)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the delete left the directory %s in the store (%v)", p, err)
+		}
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, "victim", "c", "1")); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		t.Errorf("the planted link victim/c/1: %v, %v; want it left as it was", fi, err)
+	}
 	requireSameFiles(t, keepBefore, storeFiles(t, filepath.Join(dir, "keep")))
 	all := o.ZarritaAll(t, dir)
 	if len(all) != 1 || all["keep"].SHA256 != keepDigest {
@@ -215,4 +225,59 @@ func TestS3ResizeAndDelete(t *testing.T) {
 	if all := o.ZarritaAll(t, got); len(all) != 2 || all["keep"].SHA256 != keepDigest {
 		t.Errorf("zarrita reads %+v from the bucket; want keep (digest %s) and resizable", all, keepDigest)
 	}
+}
+
+// TestDeleteCreatedLeavesNoDirs: `rm -r` through MNT/v2 of arrays this
+// mount created ("/" chunk keys, so their shards sit in nested
+// directories) leaves no directory of theirs in the local store, except
+// one still holding a file of the user's, which stays as it was.
+func TestDeleteCreatedLeavesNoDirs(t *testing.T) {
+	dir := t.TempDir()
+	v3Root(t, dir)
+	m := mount(t, dir)
+	zarray := []byte(`{"zarr_format":2,"shape":[4,4],"chunks":[2,2],"dtype":"|u1","compressor":null,"fill_value":0,"order":"C","filters":null,"dimension_separator":"/"}`)
+	for _, name := range []string{"gone", "kept"} {
+		arr := filepath.Join(m.Dir, "v2", name)
+		if err := os.Mkdir(arr, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := writeRename(filepath.Join(arr, ".zarray"), zarray); err != nil {
+			t.Fatalf("%v\n%s", err, m.Log())
+		}
+		for _, c := range []string{"0/0", "1/1"} {
+			if err := os.MkdirAll(filepath.Join(arr, c[:1]), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := writeRename(filepath.Join(arr, filepath.FromSlash(c)), []byte{1, 2, 3, 4}); err != nil {
+				t.Fatalf("chunk %s/%s: %v\n%s", name, c, err, m.Log())
+			}
+		}
+	}
+	if err := m.Stop(); err != nil { // publishes the shards
+		t.Fatal(err)
+	}
+	if len(storeKeys(t, dir, "gone")) < 2 {
+		t.Fatalf("the store holds %v for gone; want its zarr.json and shards", storeKeys(t, dir, "gone"))
+	}
+	note := filepath.Join(dir, "kept", "NOTES.txt")
+	if err := os.WriteFile(note, []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m = mount(t, dir)
+	for _, name := range []string{"gone", "kept"} {
+		if out, err := exec.Command("rm", "-r", filepath.Join(m.Dir, "v2", name)).CombinedOutput(); err != nil {
+			t.Fatalf("rm -r v2/%s: %v\n%s\n%s", name, err, out, m.Log())
+		}
+	}
+	stop(t, m, dir)
+	if _, err := os.Lstat(filepath.Join(dir, "gone")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("rm -r left gone in the store: %v (holding %v)", err, storeKeys(t, dir, "gone"))
+	}
+	if left := storeKeys(t, dir, "kept"); len(left) != 1 || left[0] != "kept/NOTES.txt" {
+		t.Errorf("left of kept in the store: %v; want only the user's kept/NOTES.txt", left)
+	}
+	if b, err := os.ReadFile(note); err != nil || string(b) != "mine" {
+		t.Errorf("the user's file after the delete: %q, %v", b, err)
+	}
+	checkStore(t, dir)
 }

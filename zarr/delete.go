@@ -47,12 +47,17 @@ func DeleteGroupMetadata(ctx context.Context, s store.Store, path string, format
 	if format == 2 {
 		docs = []string{ZGroup, ZAttrs}
 	}
-	for _, d := range docs {
-		if err := store.Delete(ctx, s, store.Join(path, d), store.Cond{}); err != nil {
+	keys := make([]string, len(docs))
+	for i, d := range docs {
+		keys[i] = store.Join(path, d)
+		if err := store.Delete(ctx, s, keys[i], store.Cond{}); err != nil {
 			return err
 		}
 	}
-	return nil
+	if path == "" {
+		return nil
+	}
+	return pruneAll(s, keys, parentPath(path))
 }
 
 // Deleted is an array whose metadata was deleted, found by its tombstone.
@@ -173,12 +178,37 @@ func (d Deleted) Finish(ctx context.Context) ([]string, error) {
 		}
 		keys = append(keys, key)
 	}
+	s := d.Array.store
 	for _, key := range keys {
-		if err := store.Delete(ctx, d.Array.store, key, store.Cond{}); err != nil {
+		if err := store.Delete(ctx, s, key, store.Cond{}); err != nil {
 			return keys, err
 		}
 	}
-	return keys, store.Delete(ctx, d.Array.store, d.Tombstone, store.Cond{})
+	if err := store.Delete(ctx, s, d.Tombstone, store.Cond{}); err != nil {
+		return keys, err
+	}
+	// The directories (of a local store) that held only these keys go too,
+	// the array's own included.
+	return keys, pruneAll(s, append(keys, d.Tombstone), parentPath(d.Array.Path))
+}
+
+// pruneAll removes the directories of a local store that deleting keys
+// left empty, up to stop.
+func pruneAll(s store.Store, keys []string, stop string) error {
+	for _, key := range keys {
+		if err := store.Prune(s, key, stop); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parentPath is the path of the group holding the node at path.
+func parentPath(path string) string {
+	if i := strings.LastIndexByte(path, '/'); i >= 0 {
+		return path[:i]
+	}
+	return ""
 }
 
 // DeleteArrayChunks finishes the delete of the array at path after

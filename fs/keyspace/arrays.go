@@ -53,7 +53,7 @@ type arrayView struct {
 	// _ARRAY_DIMENSIONS (findOMELevels).
 	dims []string
 	// noFill: the v2 view shows fill_value null, as the .zarray that
-	// created the array said (create.go).
+	// created the array said (v2Said).
 	noFill bool
 	docs   []doc
 	// seq is where a sequential reader is, for reading ahead.
@@ -80,6 +80,12 @@ func newArrayView(f *FS, n *zarr.Node, v View) (*arrayView, error) {
 		av.codecs = meta.ChainString(chain)
 	} else {
 		av.keys = meta.KeyEncoding{Name: meta.KeyEncodingV2, Separator: f.opts.V2Separator}
+		if a.V3 != nil {
+			var sep string
+			if av.noFill, sep = v2Said(n.Attributes); sep != "" {
+				av.keys.Separator = sep
+			}
+		}
 		if dims, level := f.omeLevels[n.Path]; level {
 			av.keys.Separator, av.dims = "/", dims
 		}
@@ -101,8 +107,13 @@ func v3ArrayDocs(n *zarr.Node, chunk []int, chain []meta.Codec) ([]doc, error) {
 	switch {
 	case a.V3 != nil && a.Sharding() != nil:
 		m = a.V3.WithChunking(chunk, chain)
+		m.Attributes = withoutV2Said(m.Attributes)
 	case a.V3 != nil:
 		m = a.V3
+		if shown := withoutV2Said(m.Attributes); len(shown) != len(m.Attributes) {
+			m = m.Clone()
+			m.Attributes = shown
+		}
 	default:
 		fill := a.Fill()
 		if fill == nil {
@@ -216,6 +227,7 @@ func (f *FS) v2Attributes(n *zarr.Node, dims []string) ([]byte, error) {
 			return nil, err
 		}
 	}
+	delete(attrs, v2SaidKey)
 	if a := n.Array; dims == nil && a != nil && a.V3 != nil && len(a.V3.DimensionNames) > 0 && !slices.Contains(a.V3.DimensionNames, nil) {
 		dims = make([]string, len(a.V3.DimensionNames))
 		for i, p := range a.V3.DimensionNames {

@@ -128,10 +128,6 @@ func (f *FS) renameCreating(ctx context.Context, v View, src, dir, name string, 
 type newNode struct {
 	node *zarr.Node
 	doc  []byte // its zarr.json
-	// v2 is the .zarray written to the v2 view, whose dimension_separator
-	// and null fill value (which v3 cannot hold) the view keeps showing
-	// for the life of the mount: writers re-read what they wrote.
-	v2 *meta.ArrayV2
 }
 
 // create validates the metadata document name written into the pending
@@ -195,7 +191,7 @@ func (f *FS) newNode(v View, dir, name string, content []byte) (*newNode, error)
 		if err != nil {
 			return nil, err
 		}
-		doc, nn.v2 = f.shardNew(a), m
+		doc = f.shardNew(a)
 	default:
 		d, err := meta.ParseV3(content)
 		if err != nil {
@@ -247,6 +243,9 @@ func fromV2(m *meta.ArrayV2, attrs json.RawMessage) (*meta.ArrayV3, error) {
 		fill = []byte{}
 	}
 	names, attrs := dimensionNames(attrs, m.Rank())
+	if attrs, err = withV2Said(attrs, m); err != nil {
+		return nil, err
+	}
 	return &meta.ArrayV3{
 		Shape: m.Shape, DataType: typ, ChunkShape: m.Chunks,
 		KeyEncoding: meta.KeyEncoding{Name: meta.KeyEncodingV2, Separator: m.DimensionSeparator},
@@ -349,11 +348,6 @@ func (f *FS) addNode(ctx context.Context, nn *newNode) {
 	vns := map[View]*vnode{}
 	for _, v := range []View{V3, V2} {
 		vn, err := f.newVnode(n, v)
-		if av := vn.arr; err == nil && av != nil && v == V2 && nn.v2 != nil {
-			av.keys.Separator, av.noFill = nn.v2.DimensionSeparator, nn.v2.FillValue == nil
-			err = av.setV2(n, av.chunk, av.chain)
-			vn.docs = av.docs
-		}
 		if err != nil {
 			f.logOnce(ctx, n.Path, "node left out of the "+v.String()+" view", "error", err)
 			continue
@@ -606,6 +600,7 @@ func (f *FS) setDimensionNames(ctx context.Context, n *zarr.Node, names []*strin
 			return store.Change{}, fmt.Errorf("%w: zarr.json is no longer an array's: %v", ErrPermission, err)
 		}
 		a.DimensionNames = names
+		attrs = keepV2Said(a.Attributes, attrs)
 		if err := a.SetAttributes(attrs); err != nil {
 			return store.Change{}, err
 		}

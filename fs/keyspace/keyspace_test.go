@@ -157,6 +157,11 @@ func TestViewsOfFixtures(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	// knownOmitted are the fixtures a view leaves out, with why; any other
+	// omission fails.
+	knownOmitted := map[string]string{
+		"v3 zarrita.js/v2/data.zarr/1d.contiguous.json2.O": "Python objects encoded by numcodecs json2 have no v3 data type",
+	}
 	counts := map[keyspace.View]int{}
 	total := 0
 	sc := bufio.NewScanner(f)
@@ -171,9 +176,17 @@ func TestViewsOfFixtures(t *testing.T) {
 		total++
 		fs := openFS(t, filepath.Join(fixtures, e.Fixture), keyspace.Options{})
 		for _, v := range []keyspace.View{keyspace.V3, keyspace.V2} {
-			if _, err := fs.Root(v).Lookup(context.Background(), map[keyspace.View]string{keyspace.V3: "zarr.json", keyspace.V2: ".zarray"}[v]); err != nil {
-				t.Logf("%s view omits %s", v, e.Fixture)
+			_, err := fs.Root(v).Lookup(context.Background(), map[keyspace.View]string{keyspace.V3: "zarr.json", keyspace.V2: ".zarray"}[v])
+			why, known := knownOmitted[v.String()+" "+e.Fixture]
+			switch {
+			case err != nil && known:
+				t.Logf("%s view omits %s, as expected: %s", v, e.Fixture, why)
 				continue
+			case err != nil:
+				t.Errorf("%s view omits %s: %v", v, e.Fixture, err)
+				continue
+			case known:
+				t.Errorf("%s view shows %s, listed as omitted (%s): take it off the list", v, e.Fixture, why)
 			}
 			checkView(t, fs, v, map[string]string{"": e.SHA256})
 			counts[v]++

@@ -167,6 +167,9 @@ func (f *FS) setAttributes(ctx context.Context, n *zarr.Node, attrs json.RawMess
 			if err != nil {
 				return store.Change{}, err
 			}
+			if a, ok := doc.(*meta.ArrayV3); ok {
+				attrs = keepV2Said(a.Attributes, attrs)
+			}
 			if err := doc.SetAttributes(attrs); err != nil {
 				return store.Change{}, err
 			}

@@ -33,7 +33,7 @@ func (f *FS) writeArrayDoc(ctx context.Context, vn *vnode, v View, name string, 
 			return fmt.Errorf("%s: %w", key, err)
 		}
 	}
-	if v == V3 && !jsonEqual(orEmpty(attrs), orEmpty(oldAttrs)) {
+	if v == V3 && !jsonEqual(orEmpty(attrs), orEmpty(withoutV2Said(oldAttrs))) {
 		f.meta.RLock()
 		n = vn.node // the resized one
 		f.meta.RUnlock()

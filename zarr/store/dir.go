@@ -177,6 +177,11 @@ func (d *Dir) Put(ctx context.Context, key string, parts [][]byte, cond Cond) (I
 	}
 	tmp := tempName(key)
 	f, err := d.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, fs.ErrNotExist) { // a Prune removed the directory just made
+		if _, err = d.makeParent(key); err == nil {
+			f, err = d.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		}
+	}
 	if err != nil {
 		return Info{}, mapErr(key, err)
 	}
@@ -451,4 +456,36 @@ func (d *Dir) Linked(key string) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// Prune removes the directories on the way to key, from its parent up to
+// but not including stop (a key prefix, "" for the root), that are empty
+// once key was deleted, so a delete leaves no directory that held only
+// what it deleted. It stops at the first directory that is not empty and
+// never removes a symbolic link or anything behind one. Writers that made
+// a directory which Prune then removed make it again (Put, Update).
+func (d *Dir) Prune(key, stop string) error {
+	if err := d.writable(key); err != nil {
+		return err
+	}
+	if stop != "" && !strings.HasPrefix(key, stop+"/") {
+		return fmt.Errorf("%w %q: not below %q", ErrInvalidKey, key, stop)
+	}
+	linked, err := d.Linked(key)
+	if errors.Is(err, ErrNotFound) {
+		return nil // pruned with another key
+	}
+	if err != nil || linked {
+		return err
+	}
+	for dir := path.Dir(key); dir != "." && dir != stop; dir = path.Dir(dir) {
+		fi, err := d.root.Lstat(dir)
+		if err != nil || !fi.IsDir() {
+			return nil
+		}
+		if d.root.Remove(dir) != nil {
+			return nil // not empty: nor is any directory above it
+		}
+	}
+	return nil
 }

@@ -265,3 +265,81 @@ func TestSpanReadBody(t *testing.T) {
 		t.Errorf("8 bytes, at most 8: %q, %v", b, err)
 	}
 }
+
+// TestDirPrune: after deletes, Prune removes the directories that held
+// only the deleted keys, up to stop, and nothing else: a directory that
+// still holds a file (a key, or a user's) stops it, a symbolic link is
+// neither removed nor followed, and stop itself stays.
+func TestDirPrune(t *testing.T) {
+	ctx := context.Background()
+	s, dir := openDir(t, false)
+	for _, key := range []string{"g/a/c/0/0", "g/a/c/1/0", "g/b/c/0/0", "other/x/y/z"} {
+		if _, err := s.Put(ctx, key, [][]byte{[]byte(key)}, store.Cond{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// g/b/c/1 leads to an empty directory elsewhere.
+	if err := os.MkdirAll(filepath.Join(dir, "other", "empty"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("..", "..", "..", "other", "empty"), filepath.Join(dir, "g", "b", "c", "1")); err != nil {
+		t.Fatal(err)
+	}
+	del := func(key, stop string) {
+		t.Helper()
+		if err := s.Delete(ctx, key, store.Cond{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Prune(key, stop); err != nil {
+			t.Fatalf("Prune(%s, %s): %v", key, stop, err)
+		}
+	}
+	exists := func(p string) bool {
+		_, err := os.Lstat(filepath.Join(dir, p))
+		return err == nil
+	}
+	del("g/a/c/0/0", "g")
+	if exists("g/a/c/0") || !exists("g/a/c/1/0") {
+		t.Errorf("after deleting g/a/c/0/0: g/a/c/0 exists %v, g/a/c/1/0 exists %v; want the empty directory gone, the other key kept", exists("g/a/c/0"), exists("g/a/c/1/0"))
+	}
+	del("g/a/c/1/0", "g")
+	if exists("g/a") || !exists("g") {
+		t.Errorf("after deleting g/a's last key: g/a exists %v, g (stop) exists %v", exists("g/a"), exists("g"))
+	}
+	del("g/b/c/0/0", "")
+	if !exists("g/b/c/1") || !exists("other/empty") || exists("g/b/c/0") {
+		t.Errorf("g/b/c holds a link: link kept %v, its target kept %v, g/b/c/0 removed %v", exists("g/b/c/1"), exists("other/empty"), !exists("g/b/c/0"))
+	}
+	if err := s.Prune("g/b/c/1/k", ""); err != nil || !exists("other/empty") {
+		t.Errorf("Prune through a link: %v; its target kept %v", err, exists("other/empty"))
+	}
+	if err := s.Prune("other/x/y/z", "g"); !errors.Is(err, store.ErrInvalidKey) {
+		t.Errorf("Prune of a key not below stop: %v; want ErrInvalidKey", err)
+	}
+	if !exists("other/x/y/z") {
+		t.Errorf("Prune removed a key")
+	}
+	// Keys deleted together, then pruned one by one (as a node delete does).
+	for _, key := range []string{"h/c/0/0", "h/c/0/1"} {
+		if _, err := s.Put(ctx, key, [][]byte{[]byte(key)}, store.Cond{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, key := range []string{"h/c/0/0", "h/c/0/1"} {
+		if err := s.Delete(ctx, key, store.Cond{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, key := range []string{"h/c/0/0", "h/c/0/1"} {
+		if err := s.Prune(key, ""); err != nil {
+			t.Errorf("Prune(%s) after its directory went with another key: %v", key, err)
+		}
+	}
+	if exists("h") {
+		t.Errorf("h, which held only deleted keys, is left")
+	}
+	// A Put into a directory a Prune removed makes it again.
+	if _, err := s.Put(ctx, "g/a/c/0/0", [][]byte{[]byte("again")}, store.Cond{}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -50,6 +50,11 @@ func (d *Dir) lock(ctx context.Context, name string) (*os.File, error) {
 			return nil, err
 		}
 		f, err := d.root.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+		if errors.Is(err, fs.ErrNotExist) { // a Prune removed the directory just made
+			if _, err = d.makeParent(name); err == nil {
+				f, err = d.root.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+			}
+		}
 		if err != nil {
 			return nil, err
 		}

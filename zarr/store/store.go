@@ -404,6 +404,15 @@ func Join(parts ...string) string {
 	return b.String()
 }
 
+// Prune removes the directories a delete of key left empty, up to stop
+// (Dir.Prune); stores without directories have none.
+func Prune(s Store, key, stop string) error {
+	if p, ok := s.(interface{ Prune(key, stop string) error }); ok {
+		return p.Prune(key, stop)
+	}
+	return nil
+}
+
 // Linked reports whether a directory on the way to key is a symbolic link
 // (Dir.Linked); stores without links have none.
 func Linked(s Store, key string) (bool, error) {

@@ -1,0 +1,101 @@
+package keyspace
+
+import (
+	"encoding/json"
+
+	"github.com/zarrfs/zarrfs/zarr/meta"
+)
+
+// v2SaidKey is the attribute in which the zarr.json of an array created
+// through the v2 view keeps what its .zarray said that v3 metadata cannot
+// hold: a null fill_value (v3 requires one) and the dimension_separator
+// the writer chose. Both views read it back, so the .zarray shows what was
+// written after a remount too (xarray masks elements equal to the fill
+// value: a null turned 0 would hide zeros), and hide it from the
+// attributes they show. An attribute, not a v3 extension field: every v3
+// reader accepts any attribute, while readers that predate
+// `"must_understand": false` (zarr-python 3 before 3.1.4, say) refuse
+// unknown fields.
+const v2SaidKey = "_zarrfs_v2"
+
+// withV2Said returns the attributes of a v3 array created from the v2
+// array m, with v2SaidKey when m says what v3 cannot hold.
+func withV2Said(attrs json.RawMessage, m *meta.ArrayV2) (json.RawMessage, error) {
+	said := map[string]any{}
+	if m.FillValue == nil {
+		said["fill_value"] = nil
+	}
+	if m.DimensionSeparator != "" {
+		said["dimension_separator"] = m.DimensionSeparator
+	}
+	if len(said) == 0 {
+		return attrs, nil
+	}
+	fields := jsonFields(attrs)
+	if fields == nil {
+		fields = map[string]json.RawMessage{}
+	}
+	b, err := json.Marshal(said)
+	if err != nil {
+		return nil, err
+	}
+	fields[v2SaidKey] = b
+	return json.Marshal(fields)
+}
+
+// v2Said reads v2SaidKey from a v3 array's attributes: whether its v2
+// writer said fill_value null, and the dimension_separator it chose ("" if
+// none).
+func v2Said(attrs json.RawMessage) (noFill bool, separator string) {
+	said := jsonFields(jsonFields(attrs)[v2SaidKey])
+	if fill, ok := said["fill_value"]; ok && string(fill) == "null" {
+		noFill = true
+	}
+	var sep string
+	if json.Unmarshal(said["dimension_separator"], &sep) == nil && (sep == "." || sep == "/") {
+		separator = sep
+	}
+	return noFill, separator
+}
+
+// withoutV2Said returns attributes as the views show them: without
+// v2SaidKey (and absent if nothing else is left).
+func withoutV2Said(attrs json.RawMessage) json.RawMessage {
+	fields := jsonFields(attrs)
+	if _, ok := fields[v2SaidKey]; !ok {
+		return attrs
+	}
+	delete(fields, v2SaidKey)
+	if len(fields) == 0 {
+		return nil
+	}
+	out, err := json.Marshal(fields)
+	if err != nil {
+		return attrs
+	}
+	return out
+}
+
+// keepV2Said returns the attributes written through a view, which does not
+// show v2SaidKey, with the stored one: an attribute edit keeps it, and a
+// writer cannot set it.
+func keepV2Said(stored, written json.RawMessage) json.RawMessage {
+	kept, ok := jsonFields(stored)[v2SaidKey]
+	fields := jsonFields(written)
+	_, set := fields[v2SaidKey]
+	if !ok && !set {
+		return written
+	}
+	if fields == nil {
+		fields = map[string]json.RawMessage{}
+	}
+	delete(fields, v2SaidKey)
+	if ok {
+		fields[v2SaidKey] = kept
+	}
+	out, err := json.Marshal(fields)
+	if err != nil {
+		return written
+	}
+	return out
+}
