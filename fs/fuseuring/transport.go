@@ -138,10 +138,21 @@ type Transport struct {
 	devFD, wakeFD int
 	done          sync.WaitGroup
 	requests      atomic.Uint64
+	peakInFlight  atomic.Int32
 }
 
 // Requests returns how many requests the queues have served.
 func (t *Transport) Requests() uint64 { return t.requests.Load() }
+
+// notePeak raises the peak to n requests under way on a queue.
+func (t *Transport) notePeak(n int32) {
+	for peak := t.peakInFlight.Load(); n > peak && !t.peakInFlight.CompareAndSwap(peak, n); peak = t.peakInFlight.Load() {
+	}
+}
+
+// PeakInFlight returns the most requests one queue has had under way at
+// once: above 1, its requests overlapped.
+func (t *Transport) PeakInFlight() int { return int(t.peakInFlight.Load()) }
 
 // Wait returns when every queue has ended, which they do when the mount is
 // gone.
@@ -334,6 +345,8 @@ type queue struct {
 	live    int  // entries the kernel has not ended
 	stopped bool // the transport was stopped
 	idle    int  // threads waiting for the lead
+
+	inFlight atomic.Int32 // requests being served
 }
 
 // slowRequest is how long a request may keep the lead of its queue.
@@ -573,6 +586,8 @@ func (q *queue) handle(i int) {
 	e := q.entries[i]
 	h := e.header
 	q.t.requests.Add(1)
+	q.t.notePeak(q.inFlight.Add(1))
+	defer q.inFlight.Add(-1)
 	inLen := int(binary.NativeEndian.Uint32(h[headerInOut:]))
 	opcode := binary.NativeEndian.Uint32(h[headerInOut+4:])
 	unique := binary.NativeEndian.Uint64(h[headerInOut+8:])

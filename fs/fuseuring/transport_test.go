@@ -310,6 +310,9 @@ func TestWaitingRequestsHoldNoQueue(t *testing.T) {
 			t.Fatalf("%d of %d stalled READs reached the file system within 30 s: a waiting request holds its queue", n, len(cats))
 		}
 	}
+	if p := transport.PeakInFlight(); p < stalledPerCPU {
+		t.Errorf("at most %d requests were under way at once on a queue; want the %d stalled READs of each CPU", p, stalledPerCPU)
+	}
 
 	// Readers of the other files on every CPU while those READs wait.
 	served := make(chan error, cpus)
