@@ -113,7 +113,7 @@ func Mount(dir string, ks *keyspace.FS, opts Options) (*Server, error) {
 		Name:                 "zarrfs",
 		AllowOther:           opts.AllowOther,
 		DirectMount:          os.Geteuid() == 0,
-		MaxWrite:             1 << 20,
+		MaxWrite:             maxWrite,
 		MaxReadAhead:         maxReadAhead,
 		MaxBackground:        64,
 		IgnoreSecurityLabels: true,
@@ -191,6 +191,18 @@ func mountDevFuse(dir string, raw fuse.RawFileSystem, opts *fuse.MountOptions) (
 // maxReadAhead is the most the kernel reads of a file ahead of a reader,
 // in one request.
 const maxReadAhead = 1 << 20
+
+// maxWrite is the largest WRITE request.
+const maxWrite = 1 << 20
+
+// TransportBufferBytes returns the most memory the request buffers of
+// transport take outside the Go heap: the io_uring queues' entries.
+func TransportBufferBytes(transport string) int64 {
+	if transport == TransportIOURing {
+		return fuseuring.BufferBytes(maxWrite)
+	}
+	return 0
+}
 
 // binding is what every node of a mount shares.
 type binding struct {
