@@ -78,8 +78,8 @@ const (
 	// of header, touched as requests use it and never given back (a READ
 	// reply is written into it). The entries are this budget shared over
 	// the queues, but at least minQueueDepth and at most maxQueueDepth a
-	// queue: with 1 MiB writes, 11 a queue on 2 CPUs (22 MiB), 4 a queue
-	// from 6 CPUs on (4 MiB a CPU).
+	// queue: with 1 MiB writes, 11 a queue on 2 CPUs (22 MiB), and from 6
+	// CPUs on more than the budget, 4 a queue (4 MiB a CPU).
 	transportBufferBytes = 24 << 20
 	minPayload           = 128 << 10
 	minQueueDepth        = 4
