@@ -198,6 +198,18 @@ func mountDevFuse(dir string, raw fuse.RawFileSystem, opts *fuse.MountOptions) (
 // in one request.
 const maxReadAhead = 1 << 20
 
+// maxWrite is the largest WRITE request.
+const maxWrite = 1 << 20
+
+// TransportBufferBytes returns the most memory the request buffers of
+// transport take outside the Go heap: the io_uring queues' entries.
+func TransportBufferBytes(transport string) int64 {
+	if transport == TransportIOURing {
+		return fuseuring.BufferBytes(maxWrite)
+	}
+	return 0
+}
+
 // binding is what every node of a mount shares.
 type binding struct {
 	ks        *keyspace.FS

@@ -43,6 +43,9 @@ type stats struct {
 	// URingRequests counts the requests served over io_uring (see
 	// TransportIOURing).
 	URingRequests uint64 `json:"uring_requests,omitempty"`
+	// URingPeakInFlight is the most requests one io_uring queue has
+	// served at once.
+	URingPeakInFlight int `json:"uring_peak_in_flight,omitempty"`
 }
 
 // statsState is what a binding keeps for its statistics.
@@ -76,7 +79,7 @@ func (e *errorCounts) snapshot() map[string]uint64 {
 func (b *binding) stats() stats {
 	s := stats{Stats: b.ks.Stats(), Errors: b.st.errors.snapshot(), Pushed: b.st.pushed.Load()}
 	if t := b.st.uring.Load(); t != nil {
-		s.URingRequests = t.Requests()
+		s.URingRequests, s.URingPeakInFlight = t.Requests(), t.PeakInFlight()
 	}
 	return s
 }

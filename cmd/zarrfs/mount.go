@@ -132,9 +132,11 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	// The cache is most of what zarrfs keeps in memory. A soft limit a
 	// little above it makes the garbage collector run more often rather
 	// than let the heap grow to twice what is live, so the process stays
-	// within the cache size plus 64 MiB.
+	// within the cache size plus 64 MiB, the io_uring queues' buffers
+	// (outside the heap) included while they are under 48 MiB (up to 11
+	// CPUs).
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
-		debug.SetMemoryLimit(cacheBytes + 48<<20)
+		debug.SetMemoryLimit(max(cacheBytes+48<<20-fs.TransportBufferBytes(*transport), cacheBytes))
 	}
 	if *cpuProfile != "" {
 		stop, err := startCPUProfile(*cpuProfile)

@@ -73,22 +73,39 @@ const (
 	outHeaderSize = 16
 	opWrite       = 16 // FUSE_WRITE: its payload is read in place
 
-	// The entries a queue keeps registered: up to transportEntries over
-	// all queues, at least minQueueDepth and at most maxQueueDepth a
-	// queue. Each holds a payload buffer of MaxWrite bytes (at least
-	// 128 KiB) plus a page, touched as requests use it: 2 CPUs, 32 a
-	// queue, 1 MiB writes make at most 64 MiB.
-	transportEntries = 64
-	minQueueDepth    = 8
-	maxQueueDepth    = 32
+	// The memory of every queue's entries together: each entry holds a
+	// payload buffer of MaxWrite bytes (at least minPayload) and a page
+	// of header, touched as requests use it and never given back (a READ
+	// reply is written into it). The entries are this budget shared over
+	// the queues, but at least minQueueDepth and at most maxQueueDepth a
+	// queue: with 1 MiB writes, 11 a queue on 2 CPUs (22 MiB), and from 6
+	// CPUs on more than the budget, 4 a queue (4 MiB a CPU).
+	transportBufferBytes = 24 << 20
+	minPayload           = 128 << 10
+	minQueueDepth        = 4
+	maxQueueDepth        = 32
 
 	// wakeTag marks the completion of the poll on the wake eventfd.
 	wakeTag = ^uint64(0)
 )
 
+// entryBytes is the memory of one entry of a mount whose writes are at
+// most maxWrite bytes.
+func entryBytes(maxWrite int) int { return entryPayloadOffset + max(maxWrite, minPayload) }
+
 // queueDepth returns the entries each of cpus queues registers.
-func queueDepth(cpus int) int {
-	return min(max(transportEntries/cpus, minQueueDepth), maxQueueDepth)
+func queueDepth(cpus, maxWrite int) int {
+	return min(max(transportBufferBytes/entryBytes(maxWrite)/cpus, minQueueDepth), maxQueueDepth)
+}
+
+// BufferBytes returns the most memory the entries of a mount whose writes
+// are at most maxWrite bytes take (outside the Go heap).
+func BufferBytes(maxWrite int) int64 {
+	cpus, err := possibleCPUs()
+	if err != nil {
+		return 0
+	}
+	return int64(cpus * queueDepth(cpus, maxWrite) * entryBytes(maxWrite))
 }
 
 // enableParam is the fuse module parameter that lets the kernel offer
@@ -137,11 +154,23 @@ type Transport struct {
 	// is polled by every ring so that stop can end them.
 	devFD, wakeFD int
 	done          sync.WaitGroup
+	queues        []*queue
 	requests      atomic.Uint64
+	peakInFlight  atomic.Int32
 }
 
 // Requests returns how many requests the queues have served.
 func (t *Transport) Requests() uint64 { return t.requests.Load() }
+
+// notePeak raises the peak to n requests under way on a queue.
+func (t *Transport) notePeak(n int32) {
+	for peak := t.peakInFlight.Load(); n > peak && !t.peakInFlight.CompareAndSwap(peak, n); peak = t.peakInFlight.Load() {
+	}
+}
+
+// PeakInFlight returns the most requests one queue has had under way at
+// once: above 1, its requests overlapped.
+func (t *Transport) PeakInFlight() int { return int(t.peakInFlight.Load()) }
 
 // Wait returns when every queue has ended, which they do when the mount is
 // gone.
@@ -243,11 +272,12 @@ func start(devFD int, server *fuse.Server, opts *fuse.MountOptions) (*Transport,
 		return nil, fmt.Errorf("eventfd: %w", err)
 	}
 	t := &Transport{wakeFD: wakeFD, devFD: devFD}
-	payloadSize := max(opts.MaxWrite, 128<<10)
+	payloadSize := entryBytes(opts.MaxWrite) - entryPayloadOffset
 	errs := make(chan error, cpus)
 	for qid := range cpus {
-		q := &queue{t: t, ps: ps, qid: qid, depth: queueDepth(cpus), payloadSize: payloadSize,
+		q := &queue{t: t, ps: ps, qid: qid, depth: queueDepth(cpus, opts.MaxWrite), payloadSize: payloadSize,
 			lead: make(chan struct{}, 1), ended: make(chan struct{})}
+		t.queues = append(t.queues, q)
 		t.done.Add(1)
 		go q.run(errs)
 	}
@@ -334,6 +364,8 @@ type queue struct {
 	live    int  // entries the kernel has not ended
 	stopped bool // the transport was stopped
 	idle    int  // threads waiting for the lead
+
+	inFlight atomic.Int32 // requests being served
 }
 
 // slowRequest is how long a request may keep the lead of its queue.
@@ -573,6 +605,8 @@ func (q *queue) handle(i int) {
 	e := q.entries[i]
 	h := e.header
 	q.t.requests.Add(1)
+	q.t.notePeak(q.inFlight.Add(1))
+	defer q.inFlight.Add(-1)
 	inLen := int(binary.NativeEndian.Uint32(h[headerInOut:]))
 	opcode := binary.NativeEndian.Uint32(h[headerInOut+4:])
 	unique := binary.NativeEndian.Uint64(h[headerInOut+8:])

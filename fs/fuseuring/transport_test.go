@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -310,6 +311,9 @@ func TestWaitingRequestsHoldNoQueue(t *testing.T) {
 			t.Fatalf("%d of %d stalled READs reached the file system within 30 s: a waiting request holds its queue", n, len(cats))
 		}
 	}
+	if p := transport.PeakInFlight(); p < stalledPerCPU {
+		t.Errorf("at most %d requests were under way at once on a queue; want the %d stalled READs of each CPU", p, stalledPerCPU)
+	}
 
 	// Readers of the other files on every CPU while those READs wait.
 	served := make(chan error, cpus)
@@ -366,5 +370,107 @@ func TestWaitingRequestsHoldNoQueue(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Fatal("the released readers did not end within 30 s")
 		}
+	}
+}
+
+// slowFile is a file of 1 MiB whose reads each take 100 ms, read directly
+// (a READ for every read(2)).
+type slowFile struct{ gofs.Inode }
+
+var slowContent = bytes.Repeat([]byte("slow"), 1<<18)
+
+var _ = (gofs.NodeReader)((*slowFile)(nil))
+var _ = (gofs.NodeOpener)((*slowFile)(nil))
+var _ = (gofs.NodeGetattrer)((*slowFile)(nil))
+
+func (f *slowFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	return nil, fuse.FOPEN_DIRECT_IO, 0
+}
+
+func (f *slowFile) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	out.Mode, out.Size = fuse.S_IFREG|0o444, uint64(len(slowContent))
+	return 0
+}
+
+func (f *slowFile) Read(ctx context.Context, _ gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	time.Sleep(100 * time.Millisecond)
+	end := min(off+int64(len(dest)), int64(len(slowContent)))
+	return fuse.ReadResultData(slowContent[min(off, end):end]), 0
+}
+
+// TestBuffersWithinBudget reads 1 MiB at once with 32 readers on every CPU
+// from a file whose reads are slow, so that every entry of every queue
+// holds a 1 MiB reply: what the entries keep in memory stays within
+// BufferBytes, at most transportBufferBytes on up to 5 CPUs (64 entries of
+// 1 MiB each used to keep 64 MiB).
+func TestBuffersWithinBudget(t *testing.T) {
+	enableForTest(t)
+	const maxWrite = 1 << 20
+	dir := t.TempDir()
+	root := &gofs.Inode{}
+	opts := &gofs.Options{OnAdd: func(ctx context.Context) {
+		root.AddChild("slow", root.NewPersistentInode(ctx, &slowFile{}, gofs.StableAttr{}), false)
+	}}
+	opts.DirectMount = true
+	opts.MaxWrite = maxWrite
+	server, transport, err := Mount(dir, gofs.NewNodeFS(root, opts), opts.MountOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		server.Unmount()
+		transport.Wait()
+	})
+	const readersPerCPU = 32
+	errs := make(chan error, readersPerCPU*runtime.NumCPU())
+	var wg sync.WaitGroup
+	for r := range readersPerCPU * runtime.NumCPU() {
+		wg.Go(func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			var set unix.CPUSet
+			set.Set(r % runtime.NumCPU())
+			unix.SchedSetaffinity(0, &set)
+			f, err := os.Open(filepath.Join(dir, "slow"))
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer f.Close()
+			buf := make([]byte, len(slowContent))
+			n, err := f.ReadAt(buf, 0)
+			if n != len(slowContent) || !bytes.Equal(buf, slowContent) {
+				errs <- fmt.Errorf("read %d bytes (%v), not the file's %d", n, err, len(slowContent))
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	resident := 0
+	for _, q := range transport.queues {
+		for _, e := range q.entries {
+			pages := make([]byte, (len(e.mem)+os.Getpagesize()-1)/os.Getpagesize())
+			if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&e.mem[0])), uintptr(len(e.mem)), uintptr(unsafe.Pointer(&pages[0]))); errno != 0 {
+				t.Fatal(errno)
+			}
+			for _, p := range pages {
+				resident += int(p & 1)
+			}
+		}
+	}
+	resident *= os.Getpagesize()
+	budget := BufferBytes(maxWrite)
+	t.Logf("the entries keep %.1f MiB (budget %.1f MiB, peak %d requests at once on a queue)", float64(resident)/(1<<20), float64(budget)/(1<<20), transport.PeakInFlight())
+	if int64(resident) > budget {
+		t.Errorf("the entries keep %d bytes, more than BufferBytes %d", resident, budget)
+	}
+	if cpus, _ := possibleCPUs(); cpus <= 5 && budget > transportBufferBytes {
+		t.Errorf("BufferBytes is %d on %d CPUs, more than the budget of %d", budget, cpus, transportBufferBytes)
+	}
+	if transport.PeakInFlight() < 2 {
+		t.Errorf("at most %d request at once on a queue: the burst did not fill the queues", transport.PeakInFlight())
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zarrfs/zarrfs/integration"
 	"github.com/zarrfs/zarrfs/zarr/store/gcsstore/gcstest"
 	"github.com/zarrfs/zarrfs/zarr/store/requests"
 	"github.com/zarrfs/zarrfs/zarr/store/s3store/s3test"
@@ -153,6 +154,7 @@ func (b *bench) remote() error {
 	if err := os.MkdirAll(mnt, 0o755); err != nil {
 		return err
 	}
+	var cold *integration.Mount
 	mountCold := func() error {
 		if err := b.ms.stopZarrfs(mnt); err != nil {
 			return err
@@ -160,14 +162,17 @@ func (b *bench) remote() error {
 		if err := dropCaches(); err != nil {
 			return err
 		}
-		_, err := b.ms.startZarrfs(b.bin, "s3://bench/store", mnt, append([]string{"--ro", "--s3-path-style"}, b.cfg.mountArgs...)...)
+		var err error
+		cold, err = b.ms.startZarrfs(b.bin, "s3://bench/store", mnt, append([]string{"--ro", "--s3-path-style"}, b.cfg.mountArgs...)...)
 		return err
 	}
+	peak := func(r *peakRSSOf) { r.add(cold) }
 	defer b.ms.stopZarrfs(mnt)
 	arrayV2 := filepath.Join(mnt, "v2", spec.name)
 	var viaMount, catFiles, direct sample
 	var mountReqs, catReqs, directReqs map[string]int
 	var mountBytes, catBytes fetchedServed
+	var mountRSS, catRSS peakRSSOf
 	var nbytes int64
 	// Request counts include the mount's discovery of the hierarchy, as
 	// zarrita's include its metadata reads.
@@ -181,6 +186,7 @@ func (b *bench) remote() error {
 			return err
 		}
 		viaMount, nbytes, mountReqs, mountBytes = append(viaMount, times[arrayV2]...), n, s3Proxy.take(), readFetchedServed(mnt)
+		peak(&mountRSS)
 
 		s3Proxy.take()
 		if err := mountCold(); err != nil {
@@ -191,6 +197,7 @@ func (b *bench) remote() error {
 			return err
 		}
 		catFiles, catReqs, catBytes = append(catFiles, times[arrayV2]...), s3Proxy.take(), readFetchedServed(mnt)
+		peak(&catRSS)
 
 		webProxy.take()
 		d, err := zarritaRead(script, webProxy.srv.URL, spec.name)
@@ -199,16 +206,16 @@ func (b *bench) remote() error {
 		}
 		direct, directReqs = append(direct, d), webProxy.take()
 	}
-	if err := b.remoteAccessPatterns(spec, mountCold, mnt, direct, nbytes); err != nil {
+	if err := b.remoteAccessPatterns(spec, mountCold, peak, mnt, direct, nbytes); err != nil {
 		return err
 	}
 	b.add(row{
-		name:   "zarr-python via MNT/v2 of s3:// vs zarrita direct over HTTP",
+		name:   "zarr-python via MNT/v2 of s3:// vs zarrita direct over HTTP" + mountRSS.String(),
 		zarrfs: rate(nbytes, viaMount.median()), ref: rate(nbytes, direct.median()),
 		ratio: ratio(direct, viaMount), atLeast: 1.0, spread: max(direct.spread(), viaMount.spread()),
 	})
 	b.add(row{
-		name:   "open+read every chunk file of v2/ in key order vs zarrita direct",
+		name:   "open+read every chunk file of v2/ in key order vs zarrita direct" + catRSS.String(),
 		zarrfs: rate(nbytes, catFiles.median()), ref: rate(nbytes, direct.median()),
 		ratio: ratio(direct, catFiles), spread: max(direct.spread(), catFiles.spread()),
 	})
@@ -273,6 +280,7 @@ func (b *bench) remoteGCS(spec *arraySpec, root []byte, nbytes int64, direct sam
 	arrayV2 := filepath.Join(mnt, "v2", spec.name)
 	var viaMount sample
 	var reqs map[string]int
+	var rss peakRSSOf
 	for range b.cfg.runs {
 		if err := b.ms.stopZarrfs(mnt); err != nil {
 			return err
@@ -281,7 +289,8 @@ func (b *bench) remoteGCS(spec *arraySpec, root []byte, nbytes int64, direct sam
 			return err
 		}
 		proxy.take()
-		if _, err := b.ms.startZarrfs(b.bin, "gs://bench/store", mnt, append([]string{"--ro"}, b.cfg.mountArgs...)...); err != nil {
+		m, err := b.ms.startZarrfs(b.bin, "gs://bench/store", mnt, append([]string{"--ro"}, b.cfg.mountArgs...)...)
+		if err != nil {
 			return err
 		}
 		times, _, err := b.python("zarr", 0, 1, arrayV2)
@@ -289,9 +298,10 @@ func (b *bench) remoteGCS(spec *arraySpec, root []byte, nbytes int64, direct sam
 			return err
 		}
 		viaMount, reqs = append(viaMount, times[arrayV2]...), proxy.take()
+		rss.add(m)
 	}
 	b.add(row{
-		name:   "zarr-python via MNT/v2 of gs:// (fake-gcs-server) vs zarrita direct over HTTP",
+		name:   "zarr-python via MNT/v2 of gs:// (fake-gcs-server) vs zarrita direct over HTTP" + rss.String(),
 		zarrfs: rate(nbytes, viaMount.median()), ref: rate(nbytes, direct.median()),
 		ratio: ratio(direct, viaMount), spread: max(direct.spread(), viaMount.spread()),
 	})
@@ -305,24 +315,48 @@ func (b *bench) remoteGCS(spec *arraySpec, root []byte, nbytes int64, direct sam
 }
 
 // fetchedServed are a mount's bytes fetched from the store (its requests'
-// bodies) and served from its files, from MNT/.zarrfs/stats.
-type fetchedServed struct{ fetched, served uint64 }
+// bodies) and served from its files, from MNT/.zarrfs/stats, and over
+// io_uring the most requests one queue served at once.
+type fetchedServed struct {
+	fetched, served uint64
+	uringPeak       int
+}
 
 func (f fetchedServed) String() string {
-	return fmt.Sprintf("fetched %s, served %s", formatBytes(float64(f.fetched)), formatBytes(float64(f.served)))
+	s := fmt.Sprintf("fetched %s, served %s", formatBytes(float64(f.fetched)), formatBytes(float64(f.served)))
+	if f.uringPeak > 0 {
+		s += fmt.Sprintf(", up to %d requests at once on an io_uring queue", f.uringPeak)
+	}
+	return s
+}
+
+// peakRSSOf is the largest peak RSS (VmHWM) of the zarrfs processes of a
+// row's runs, which the remote rows show beside their times.
+type peakRSSOf int64
+
+// add takes the peak RSS of m, the mount of a run that has just read.
+func (r *peakRSSOf) add(m *integration.Mount) {
+	if p, err := peakRSS(m.Pid()); err == nil {
+		*r = max(*r, peakRSSOf(p))
+	}
+}
+
+func (r peakRSSOf) String() string {
+	return fmt.Sprintf(" (zarrfs peak RSS %s)", formatBytes(float64(r)))
 }
 
 func readFetchedServed(mnt string) fetchedServed {
 	var st struct {
-		Requests map[string]uint64 `json:"requests"`
-		Served   struct {
+		Requests  map[string]uint64 `json:"requests"`
+		URingPeak int               `json:"uring_peak_in_flight"`
+		Served    struct {
 			PassThrough uint64 `json:"pass_through_bytes"`
 			Transcoded  uint64 `json:"transcoded_bytes"`
 		} `json:"served"`
 	}
 	b, err := os.ReadFile(filepath.Join(mnt, ".zarrfs", "stats"))
 	if err == nil && json.Unmarshal(b, &st) == nil {
-		return fetchedServed{st.Requests["bytes fetched"], st.Served.PassThrough + st.Served.Transcoded}
+		return fetchedServed{st.Requests["bytes fetched"], st.Served.PassThrough + st.Served.Transcoded, st.URingPeak}
 	}
 	return fetchedServed{}
 }
@@ -331,7 +365,7 @@ func readFetchedServed(mnt string) fetchedServed {
 // mount as a pool of readers (zarrita's: chunk keys queued in order, 4
 // read at once, finishing out of order) and as a random reader (200
 // chunk files), with the bytes each fetched against those it needed.
-func (b *bench) remoteAccessPatterns(spec *arraySpec, mountCold func() error, mnt string, direct sample, nbytes int64) error {
+func (b *bench) remoteAccessPatterns(spec *arraySpec, mountCold func() error, peak func(*peakRSSOf), mnt string, direct sample, nbytes int64) error {
 	c := readCase{*spec, "v3"}
 	all := b.chunks[spec.name]
 	rng := rand.New(rand.NewPCG(30, 1))
@@ -345,6 +379,7 @@ func (b *bench) remoteAccessPatterns(spec *arraySpec, mountCold func() error, mn
 	}
 	var pool, random sample
 	var poolBytes, randomBytes fetchedServed
+	var poolRSS, randomRSS peakRSSOf
 	for range b.cfg.runs {
 		if err := mountCold(); err != nil {
 			return err
@@ -354,6 +389,7 @@ func (b *bench) remoteAccessPatterns(spec *arraySpec, mountCold func() error, mn
 			return err
 		}
 		pool, poolBytes = append(pool, d), readFetchedServed(mnt)
+		peak(&poolRSS)
 		if err := mountCold(); err != nil {
 			return err
 		}
@@ -362,15 +398,16 @@ func (b *bench) remoteAccessPatterns(spec *arraySpec, mountCold func() error, mn
 			return err
 		}
 		random, randomBytes = append(random, d), readFetchedServed(mnt)
+		peak(&randomRSS)
 	}
 	b.add(row{
-		name:   fmt.Sprintf("4 readers of every chunk file of v3/, out of key order, vs zarrita direct (%s)", poolBytes),
+		name:   fmt.Sprintf("4 readers of every chunk file of v3/, out of key order, vs zarrita direct (%s)%s", poolBytes, poolRSS),
 		zarrfs: rate(nbytes, pool.median()), ref: rate(nbytes, direct.median()),
 		ratio: ratio(direct, pool), spread: max(direct.spread(), pool.spread()),
 	})
 	within := randomBytes.fetched <= 2*uint64(needed)
 	b.add(row{
-		name:   fmt.Sprintf("%d random chunk files of v3/: %s, %s needed (%.2fx)", len(picked), randomBytes, formatBytes(float64(needed)), float64(randomBytes.fetched)/float64(needed)),
+		name:   fmt.Sprintf("%d random chunk files of v3/: %s, %s needed (%.2fx)%s", len(picked), randomBytes, formatBytes(float64(needed)), float64(randomBytes.fetched)/float64(needed), randomRSS),
 		zarrfs: perSecond(len(picked), random.median(), "files"), ref: formatBytes(float64(needed)),
 		check: "fetched <= 2x needed", pass: &within,
 	})

@@ -59,6 +59,7 @@ func (b *bench) azRemote(spec *arraySpec, direct sample, directReqs map[string]i
 	arrayV2 := filepath.Join(mnt, "v2", spec.name)
 	var viaMount sample
 	var reqs map[string]int
+	var rss peakRSSOf
 	for range b.cfg.runs {
 		if err := b.ms.stopZarrfs(mnt); err != nil {
 			return err
@@ -67,7 +68,8 @@ func (b *bench) azRemote(spec *arraySpec, direct sample, directReqs map[string]i
 			return err
 		}
 		proxy.take()
-		if _, err := b.ms.startZarrfs(b.bin, "az://bench/store", mnt, append([]string{"--ro"}, b.cfg.mountArgs...)...); err != nil {
+		m, err := b.ms.startZarrfs(b.bin, "az://bench/store", mnt, append([]string{"--ro"}, b.cfg.mountArgs...)...)
+		if err != nil {
 			return err
 		}
 		times, _, err := b.python("zarr", 0, 1, arrayV2)
@@ -75,9 +77,10 @@ func (b *bench) azRemote(spec *arraySpec, direct sample, directReqs map[string]i
 			return err
 		}
 		viaMount, reqs = append(viaMount, times[arrayV2]...), proxy.take()
+		rss.add(m)
 	}
 	b.add(row{
-		name:   "zarr-python via MNT/v2 of az:// (Azurite) vs zarrita direct over HTTP",
+		name:   "zarr-python via MNT/v2 of az:// (Azurite) vs zarrita direct over HTTP" + rss.String(),
 		zarrfs: rate(nbytes, viaMount.median()), ref: rate(nbytes, direct.median()),
 		ratio: ratio(direct, viaMount), atLeast: 1.0, spread: max(direct.spread(), viaMount.spread()),
 	})
