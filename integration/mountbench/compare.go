@@ -94,8 +94,8 @@ type cell struct {
 func (b *bench) compare() error {
 	spec := compareSpec(b.cfg.quick)
 	shards := nd.Size(nd.Grid(spec.shape, spec.shard))
-	b.section(fmt.Sprintf("compare. issue 30: the %s array %v (%d shards of %d inner chunks of %s, uncompressed) in S3 (versitygw), %s added to every request; cold: fresh mount, caches dropped; medians of %d; time / zarrita direct's in the same rounds, lower is better",
-		formatBytes(float64(spec.elementBytes())), spec.shape, shards, nd.Size(nd.Grid(spec.shard, spec.inner)), spec.innerSize(), remoteLatency, b.cfg.runs))
+	b.section(fmt.Sprintf("compare. issue 30: the %s array %v (%d shards, %d inner chunks of %s, uncompressed) in S3 (versitygw), %s added to every request; cold: fresh mount, caches dropped; medians of %d; time / zarrita direct's in the same rounds, lower is better",
+		formatBytes(float64(spec.elementBytes())), spec.shape, shards, nd.Size(nd.Grid(spec.shape, spec.inner)), spec.innerSize(), remoteLatency, b.cfg.runs))
 	oracle := os.Getenv("ZARRFS_ORACLE")
 	if oracle == "" {
 		b.add(row{name: "skipped: set ZARRFS_ORACLE (the zarrita oracle, .ci/run installs it) to compare with zarrita", check: "-"})
