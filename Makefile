@@ -8,7 +8,7 @@ DEMO_DIR  ?= /tmp/zarrfs-demo
 PREFIX    ?= /usr/local
 SBINDIR   ?= /sbin
 
-.PHONY: all build install test lint unit test-io-uring fuzz bench demo clean
+.PHONY: all build install test lint unit test-io-uring fuzz bench bench-deps demo clean
 
 all: build
 
@@ -75,6 +75,13 @@ bench: build
 	$(GO) test -run='^$$' -bench=. -benchmem ./codec/... ./zarr/...
 	@d=$$(mktemp -d) && /usr/bin/python3 codec/blosc/testdata/bench_cblosc.py --dir $$d; rc=$$?; rm -rf $$d; exit $$rc
 	$(GO) run ./integration/mountbench -bin $(BIN) -out $(BENCHOUT).txt $(BENCHFLAGS)
+
+# What make bench reads with besides zarrfs (root, Debian): FUSE, bindfs,
+# zarr-python 2, and rclone and s3fs, the contenders of workload compare
+# (issue 30), which skips those missing. zarrita is the oracle .ci/run
+# installs (ZARRFS_ORACLE).
+bench-deps:
+	apt-get install -y fuse3 bindfs python3-zarr rclone s3fs
 
 # Writes the sample store, then mounts it in the foreground (Ctrl-C unmounts).
 demo: build

@@ -54,7 +54,7 @@ func (b *bench) roundTrips() error {
 			var s []sample
 			err := func() error {
 				if pinned {
-					restore, err := pinToOneCPU(b.zarrfs.Pid(), b.ms.bindfs[b.bindMnt].Process.Pid)
+					restore, err := pinToOneCPU(b.zarrfs.Pid(), b.ms.others[b.bindMnt].Process.Pid)
 					if err != nil {
 						return err
 					}

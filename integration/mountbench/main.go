@@ -43,6 +43,14 @@
 //     zarr-python through a gs:// mount of a GCS emulator (fake-gcs-server)
 //     behind the same latency.
 //
+// compare. issue 30's table (compare.go): a 256 MiB array of 16 shards of
+// 1024 raw 256 KiB inner chunks in S3 behind the same latency, read by
+// zarr-python 2, zarrita (also with 16 threads), cat of every file, 200
+// random chunks and warm, through zarrfs (/dev/fuse and io_uring), rclone
+// mount --vfs-cache-mode full and s3fs, each against zarrita reading the
+// bucket directly in the same round, with requests, bytes fetched and the
+// mount's peak RSS.
+//
 // Usage:
 //
 //	go run ./integration/mountbench [flags]
@@ -54,7 +62,7 @@
 //	-warmup N       unmeasured warm-up rounds before warm measurements (default 1)
 //	-bin PATH       zarrfs binary (default: built from this repository)
 //	-dir DIR        work directory, kept and reused across runs (default: a temporary one, removed)
-//	-only LIST      comma-separated workloads: rtt,read,cold,unseen,python,meta,random,rss,write,writes,remote (default: all)
+//	-only LIST      comma-separated workloads: rtt,read,cold,unseen,python,meta,random,rss,write,writes,remote,compare (default: all)
 //	-mount-args S   extra `zarrfs mount` flags, space-separated, for every mount of zarrfs (read mounts always have --ro)
 //	-python PATH    Python with zarr-python 2 (default /usr/bin/python3, Debian's python3-zarr)
 //	-seed N         seed of the never-seen store (workload unseen), to draw the same one again
@@ -95,7 +103,7 @@ type config struct {
 	out       string // file of the table; its chart beside it
 }
 
-var workloads = []string{"rtt", "read", "cold", "unseen", "python", "meta", "random", "rss", "write", "writes", "remote"}
+var workloads = []string{"rtt", "read", "cold", "unseen", "python", "meta", "random", "rss", "write", "writes", "remote", "compare"}
 
 func main() {
 	cfg, err := parseFlags(os.Args[1:])
@@ -238,6 +246,7 @@ func run(cfg config, ms *mounts, out io.Writer) (err error) {
 		{"write", b.writes},
 		{"writes", b.legacyWrites},
 		{"remote", b.remote},
+		{"compare", b.compare},
 	}
 	for _, s := range steps {
 		if !cfg.only[s.name] {

@@ -24,11 +24,11 @@ import (
 type mounts struct {
 	mu     sync.Mutex
 	zarrfs map[string]*integration.Mount // by mount point
-	bindfs map[string]*exec.Cmd
+	others map[string]*exec.Cmd          // bindfs, rclone, s3fs: by mount point
 }
 
 func newMounts() *mounts {
-	return &mounts{zarrfs: map[string]*integration.Mount{}, bindfs: map[string]*exec.Cmd{}}
+	return &mounts{zarrfs: map[string]*integration.Mount{}, others: map[string]*exec.Cmd{}}
 }
 
 // startZarrfs mounts store at dir with the zarrfs binary.
@@ -67,18 +67,25 @@ func (ms *mounts) startBindfs(src, dir string, writable bool) error {
 	if writable {
 		mode = "rw"
 	}
-	cmd := exec.Command("bindfs", "-f", "-o", mode, src, dir)
-	// Should the harness die without cleaning up, bindfs unmounts itself.
+	return ms.startOther(exec.Command("bindfs", "-f", "-o", mode, src, dir), dir, "apt-get install bindfs")
+}
+
+// startOther starts cmd, a FUSE file system staying in the foreground, and
+// waits until it has mounted dir; install says how to get the program.
+func (ms *mounts) startOther(cmd *exec.Cmd, dir, install string) error {
+	name := filepath.Base(cmd.Path)
+	// Should the harness die without cleaning up, the file system unmounts
+	// itself.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	var log strings.Builder
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("bindfs: %w (apt-get install bindfs)", err)
+		return fmt.Errorf("%s: %w (%s)", name, err, install)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	ms.mu.Lock()
-	ms.bindfs[dir] = cmd
+	ms.others[dir] = cmd
 	ms.mu.Unlock()
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
 		if mounted, _ := zfs.Mounted(dir); mounted {
@@ -86,18 +93,21 @@ func (ms *mounts) startBindfs(src, dir string, writable bool) error {
 		}
 		select {
 		case err := <-done:
-			return fmt.Errorf("bindfs exited before mounting: %v: %s", err, log.String())
+			return fmt.Errorf("%s exited before mounting: %v: %s", name, err, log.String())
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("bindfs did not mount %s within 30s", dir)
+	return fmt.Errorf("%s did not mount %s within 30s", name, dir)
 }
 
 // stopBindfs unmounts the bindfs mount at dir.
-func (ms *mounts) stopBindfs(dir string) {
+func (ms *mounts) stopBindfs(dir string) { ms.stopOther(dir) }
+
+// stopOther unmounts the file system startOther mounted at dir.
+func (ms *mounts) stopOther(dir string) {
 	ms.mu.Lock()
-	cmd := ms.bindfs[dir]
-	delete(ms.bindfs, dir)
+	cmd := ms.others[dir]
+	delete(ms.others, dir)
 	ms.mu.Unlock()
 	if cmd == nil {
 		return
@@ -112,12 +122,12 @@ func (ms *mounts) stopBindfs(dir string) {
 // stopAll unmounts everything still mounted.
 func (ms *mounts) stopAll() {
 	ms.mu.Lock()
-	var zarrfs, bindfs []string
+	var zarrfs, others []string
 	for dir := range ms.zarrfs {
 		zarrfs = append(zarrfs, dir)
 	}
-	for dir := range ms.bindfs {
-		bindfs = append(bindfs, dir)
+	for dir := range ms.others {
+		others = append(others, dir)
 	}
 	ms.mu.Unlock()
 	for _, dir := range zarrfs {
@@ -125,8 +135,8 @@ func (ms *mounts) stopAll() {
 			fmt.Fprintln(os.Stderr, "mountbench:", err)
 		}
 	}
-	for _, dir := range bindfs {
-		ms.stopBindfs(dir)
+	for _, dir := range others {
+		ms.stopOther(dir)
 	}
 }
 
