@@ -198,9 +198,6 @@ func mountDevFuse(dir string, raw fuse.RawFileSystem, opts *fuse.MountOptions) (
 // in one request.
 const maxReadAhead = 1 << 20
 
-// maxWrite is the largest WRITE request.
-const maxWrite = 1 << 20
-
 // TransportBufferBytes returns the most memory the request buffers of
 // transport take outside the Go heap: the io_uring queues' entries.
 func TransportBufferBytes(transport string) int64 {
