@@ -20,6 +20,7 @@ import (
 	"github.com/zarrfs/zarrfs/zarr/engine"
 	"github.com/zarrfs/zarrfs/zarr/meta"
 	"github.com/zarrfs/zarrfs/zarr/store"
+	"github.com/zarrfs/zarrfs/zarr/store/storetest"
 )
 
 // The test array "a": shards shards of perShard uncompressed inner
@@ -89,7 +90,7 @@ func writeArrayWith(t *testing.T, dir string, inner []meta.Codec, version int, s
 
 // rangeOnly hides that a directory store opens files, so the engine reads
 // chunks by ranges tied to generations, as from an object store.
-type rangeOnly struct{ store.Store }
+type rangeOnly struct{ storetest.Store }
 
 // open returns an engine over s and its reader of array "a".
 func open(t *testing.T, s store.Store, opts engine.Options) (*engine.Engine, *engine.Array) {
@@ -107,7 +108,7 @@ func open(t *testing.T, s store.Store, opts engine.Options) (*engine.Engine, *en
 	return e, e.Array(n.Array)
 }
 
-func openDir(t *testing.T, dir string) store.Store {
+func openDir(t *testing.T, dir string) storetest.Store {
 	t.Helper()
 	s, err := store.OpenDir(dir, true)
 	if err != nil {
@@ -143,9 +144,10 @@ func TestLocateNamesTheGeneration(t *testing.T) {
 	for _, byRange := range []bool{true, false} {
 		dir := t.TempDir()
 		writeArray(t, dir, 0, nil)
-		var s store.Store = openDir(t, dir)
+		d := openDir(t, dir)
+		var s store.Store = d
 		if byRange {
-			s = rangeOnly{s}
+			s = rangeOnly{d}
 		}
 		_, a := open(t, s, engine.Options{Revalidate: time.Hour})
 		ctx := context.Background()
