@@ -269,3 +269,40 @@ print(json.dumps({"time": zarr.open(root + "/time", mode="r")[:].tolist(), "temp
 		t.Errorf("the store holds the appended rows % x, want % x", got.Data, want)
 	}
 }
+
+// TestUnlinkAfterShrink: a shrink deletes the chunks outside the new
+// shape while the kernel may still hold their names (zarr-python 2 stats
+// each old chunk, then removes it). Removing such a name succeeds, since
+// the file is gone either way, instead of failing with ENOENT as it did
+// under load in TestZarrPythonResize.
+func TestUnlinkAfterShrink(t *testing.T) {
+	dir := resizeStore(t)
+	m := mount(t, dir, "--revalidate", "1m") // the kernel keeps names for a minute
+	arr := filepath.Join(m.Dir, "v2", resizeLayout.path)
+	victim := filepath.Join(arr, "3.0") // rows 15-19: outside a shape of 10 rows
+	if _, err := os.Stat(victim); err != nil {
+		t.Fatalf("before the shrink: %v", err)
+	}
+	var doc map[string]any
+	b, err := os.ReadFile(filepath.Join(arr, ".zarray"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["shape"] = []int{10, 24}
+	b, _ = json.Marshal(doc)
+	if err := os.WriteFile(filepath.Join(arr, ".zarray.partial"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(arr, ".zarray.partial"), filepath.Join(arr, ".zarray")); err != nil {
+		t.Fatalf("shrink: %v\n%s", err, m.Log())
+	}
+	if err := os.Remove(victim); err != nil {
+		t.Errorf("removing a chunk the shrink deleted: %v", err)
+	}
+	if _, err := os.Stat(victim); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("after the shrink and the remove: %v, want no such file", err)
+	}
+}
