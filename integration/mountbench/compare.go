@@ -96,11 +96,11 @@ func (b *bench) compare() error {
 	shards := nd.Size(nd.Grid(spec.shape, spec.shard))
 	b.section(fmt.Sprintf("compare. issue 30: the %s array %v (%d shards, %d inner chunks of %s, uncompressed) in S3 (versitygw), %s added to every request; cold: fresh mount, caches dropped; medians of %d; time / zarrita direct's in the same rounds, lower is better",
 		formatBytes(float64(spec.elementBytes())), spec.shape, shards, nd.Size(nd.Grid(spec.shape, spec.inner)), spec.innerSize(), remoteLatency, b.cfg.runs))
-	oracle := os.Getenv("ZARRFS_ORACLE")
-	if oracle == "" {
-		b.add(row{name: "skipped: set ZARRFS_ORACLE (the zarrita oracle, .ci/run installs it) to compare with zarrita", check: "-"})
-		return nil
+	oracle, srv, stopS3, err := b.startZarritaAndS3("compare-s3")
+	if srv == nil {
+		return err
 	}
+	defer stopS3()
 	storeDir := filepath.Join(b.work, "compare-store")
 	if err := b.writeCompareStore(storeDir, spec); err != nil {
 		return err
@@ -109,17 +109,6 @@ func (b *bench) compare() error {
 	if err != nil {
 		return err
 	}
-	logFile, err := os.Create(filepath.Join(b.work, "compare-versitygw.log"))
-	if err != nil {
-		return err
-	}
-	defer logFile.Close()
-	srv, stopS3, err := s3test.StartServer(filepath.Join(b.work, "compare-s3"), logFile)
-	if err != nil {
-		b.add(row{name: "skipped: " + err.Error(), check: "-"})
-		return nil
-	}
-	defer stopS3()
 	ctx := context.Background()
 	if err := srv.CreateBucket(ctx, "compare"); err != nil && !strings.Contains(err.Error(), "BucketAlready") {
 		return err

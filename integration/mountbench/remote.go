@@ -90,20 +90,9 @@ func (b *bench) remote() error {
 	title := fmt.Sprintf("8. remote, cold: the %s array (%s) in S3 (versitygw) and on a web server, %s added to every request",
 		spec.name, formatBytes(float64(spec.elementBytes())), remoteLatency)
 	b.section(title)
-	oracle := os.Getenv("ZARRFS_ORACLE")
-	if oracle == "" {
-		b.add(row{name: "skipped: set ZARRFS_ORACLE (the zarrita oracle, .ci/run installs it) to compare with zarrita", check: "-"})
-		return nil
-	}
-	logFile, err := os.Create(filepath.Join(b.work, "versitygw.log"))
-	if err != nil {
+	oracle, srv, stop, err := b.startZarritaAndS3("s3")
+	if srv == nil {
 		return err
-	}
-	defer logFile.Close()
-	srv, stop, err := s3test.StartServer(filepath.Join(b.work, "s3"), logFile)
-	if err != nil {
-		b.add(row{name: "skipped: " + err.Error(), check: "-"})
-		return nil
 	}
 	defer stop()
 	ctx := context.Background()
@@ -546,4 +535,27 @@ func clusterCounters(mnt string) string {
 	var out bytes.Buffer
 	json.Compact(&out, s.Cluster)
 	return out.String()
+}
+
+// startZarritaAndS3 finds the zarrita oracle and starts versitygw with its
+// data and log under b.work/name, for the workloads that compare with
+// zarrita reading S3 directly. Without either it adds a skipped row and
+// returns a nil server (and no error).
+func (b *bench) startZarritaAndS3(name string) (oracle string, srv *s3test.Server, stop func(), err error) {
+	oracle = os.Getenv("ZARRFS_ORACLE")
+	if oracle == "" {
+		b.add(row{name: "skipped: set ZARRFS_ORACLE (the zarrita oracle, .ci/run installs it) to compare with zarrita", check: "-"})
+		return "", nil, nil, nil
+	}
+	logFile, err := os.Create(filepath.Join(b.work, name+"-versitygw.log"))
+	if err != nil {
+		return "", nil, nil, err
+	}
+	srv, stopS3, err := s3test.StartServer(filepath.Join(b.work, name), logFile)
+	if err != nil {
+		logFile.Close()
+		b.add(row{name: "skipped: " + err.Error(), check: "-"})
+		return "", nil, nil, nil
+	}
+	return oracle, srv, func() { stopS3(); logFile.Close() }, nil
 }
