@@ -95,12 +95,12 @@ func checkXattrs(t *testing.T, dir string) {
 // listXattrs returns the names listxattr(2) gives, asking for the size first.
 func listXattrs(t *testing.T, path string) []string {
 	t.Helper()
-	n, err := syscall.Listxattr(path, nil)
+	n, err := retryEINTR(func() (int, error) { return syscall.Listxattr(path, nil) })
 	if err != nil {
 		t.Fatalf("listxattr %s: %v", path, err)
 	}
 	buf := make([]byte, n)
-	if n, err = syscall.Listxattr(path, buf); err != nil {
+	if n, err = retryEINTR(func() (int, error) { return syscall.Listxattr(path, buf) }); err != nil {
 		t.Fatalf("listxattr %s: %v", path, err)
 	}
 	var names []string
@@ -115,12 +115,12 @@ func listXattrs(t *testing.T, path string) []string {
 // getXattr returns an attribute getxattr(2) gives, asking for the size first.
 func getXattr(t *testing.T, path, name string) string {
 	t.Helper()
-	n, err := syscall.Getxattr(path, name, nil)
+	n, err := retryEINTR(func() (int, error) { return syscall.Getxattr(path, name, nil) })
 	if err != nil {
 		t.Fatalf("getxattr %s %s: %v", path, name, err)
 	}
 	buf := make([]byte, n)
-	if n, err = syscall.Getxattr(path, name, buf); err != nil {
+	if n, err = retryEINTR(func() (int, error) { return syscall.Getxattr(path, name, buf) }); err != nil {
 		t.Fatalf("getxattr %s %s: %v", path, name, err)
 	}
 	return string(buf[:n])
@@ -149,7 +149,7 @@ func walkMount(t *testing.T, root string) map[string]*entry {
 			p := filepath.Join(rel, de.Name)
 			e := &entry{direct: de.Ino}
 			tree[p] = e
-			err := syscall.Lstat(filepath.Join(root, p), &e.stat)
+			_, err := retryEINTR(func() (struct{}, error) { return struct{}{}, syscall.Lstat(filepath.Join(root, p), &e.stat) })
 			if err == nil && de.Mode&syscall.S_IFDIR != 0 {
 				walk(p)
 				continue
@@ -169,7 +169,7 @@ func walkMount(t *testing.T, root string) map[string]*entry {
 // dirents lists a directory with getdents(2) as go-fuse's posixtest does.
 func dirents(t *testing.T, dir string) []fuse.DirEntry {
 	t.Helper()
-	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
+	fd, err := retryEINTR(func() (int, error) { return syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY, 0) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func readDirents(t *testing.T, fd int) []fuse.DirEntry {
 	var out []fuse.DirEntry
 	buf := make([]byte, 4096)
 	for {
-		n, err := unix.ReadDirent(fd, buf)
+		n, err := retryEINTR(func() (int, error) { return unix.ReadDirent(fd, buf) })
 		if err != nil {
 			t.Fatal(err)
 		}
