@@ -96,7 +96,7 @@ func (b *bench) compare() error {
 	shards := nd.Size(nd.Grid(spec.shape, spec.shard))
 	b.section(fmt.Sprintf("compare. issue 30: the %s array %v (%d shards, %d inner chunks of %s, uncompressed) in S3 (versitygw), %s added to every request; cold: fresh mount, caches dropped; medians of %d; time / zarrita direct's in the same rounds, lower is better",
 		formatBytes(float64(spec.elementBytes())), spec.shape, shards, nd.Size(nd.Grid(spec.shape, spec.inner)), spec.innerSize(), remoteLatency, b.cfg.runs))
-	oracle, srv, stopS3, err := b.startZarritaAndS3("compare-s3")
+	script, srv, stopS3, err := b.startZarritaAndS3("compare-s3")
 	if srv == nil {
 		return err
 	}
@@ -136,11 +136,6 @@ func (b *bench) compare() error {
 		os.Setenv(k, v)
 	}
 	os.Setenv("AWS_ENDPOINT_URL", s3URL)
-	script := filepath.Join(filepath.Dir(oracle), "zarrfs-bench-zarrita-compare.mjs")
-	if err := os.WriteFile(script, zarritaReadJS, 0o644); err != nil {
-		return err
-	}
-	defer os.Remove(script)
 
 	// The random picks, the same for every reader.
 	rng := rand.New(rand.NewPCG(30, 1))

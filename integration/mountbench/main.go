@@ -248,19 +248,24 @@ func run(cfg config, ms *mounts, out io.Writer) (err error) {
 		{"remote", b.remote},
 		{"compare", b.compare},
 	}
+	// A workload that fails ends the run, but what the others measured
+	// is still printed (and written): a run can take an hour.
+	var failed error
 	for _, s := range steps {
 		if !cfg.only[s.name] {
 			continue
 		}
 		t := time.Now()
 		if err := s.fn(); err != nil {
-			return fmt.Errorf("%s: %w", s.name, err)
+			failed = fmt.Errorf("%s: %w", s.name, err)
+			b.add(row{name: "workload " + failed.Error(), check: "completes", pass: new(bool)})
+			break
 		}
 		progress(fmt.Sprintf("%s done in %s", s.name, time.Since(t).Round(time.Second)))
 	}
 	if cfg.out == "" {
 		b.print(out, loadBefore, time.Since(start))
-		return nil
+		return failed
 	}
 	f, err := os.Create(cfg.out)
 	if err != nil {
@@ -269,6 +274,9 @@ func run(cfg config, ms *mounts, out io.Writer) (err error) {
 	b.print(io.MultiWriter(out, f), loadBefore, time.Since(start))
 	if err := f.Close(); err != nil {
 		return err
+	}
+	if failed != nil {
+		return failed
 	}
 	chart := strings.TrimSuffix(cfg.out, filepath.Ext(cfg.out)) + ".png"
 	title := fmt.Sprintf("zarrfs mount benchmark, %s: medians of %d runs; %s", start.Format("2006-01-02"), cfg.runs, machine())

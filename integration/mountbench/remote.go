@@ -90,7 +90,7 @@ func (b *bench) remote() error {
 	title := fmt.Sprintf("8. remote, cold: the %s array (%s) in S3 (versitygw) and on a web server, %s added to every request",
 		spec.name, formatBytes(float64(spec.elementBytes())), remoteLatency)
 	b.section(title)
-	oracle, srv, stop, err := b.startZarritaAndS3("s3")
+	script, srv, stop, err := b.startZarritaAndS3("s3")
 	if srv == nil {
 		return err
 	}
@@ -133,11 +133,6 @@ func (b *bench) remote() error {
 		os.Setenv(k, v)
 	}
 	os.Setenv("AWS_ENDPOINT_URL", s3Proxy.srv.URL)
-	script := filepath.Join(filepath.Dir(oracle), "zarrfs-bench-zarrita-read.mjs")
-	if err := os.WriteFile(script, zarritaReadJS, 0o644); err != nil {
-		return err
-	}
-	defer os.Remove(script)
 
 	mnt := filepath.Join(b.work, "remote-mnt")
 	if err := os.MkdirAll(mnt, 0o755); err != nil {
@@ -537,25 +532,42 @@ func clusterCounters(mnt string) string {
 	return out.String()
 }
 
-// startZarritaAndS3 finds the zarrita oracle and starts versitygw with its
-// data and log under b.work/name, for the workloads that compare with
-// zarrita reading S3 directly. Without either it adds a skipped row and
-// returns a nil server (and no error).
-func (b *bench) startZarritaAndS3(name string) (oracle string, srv *s3test.Server, stop func(), err error) {
-	oracle = os.Getenv("ZARRFS_ORACLE")
+// startZarritaAndS3 writes the zarrita read script beside the zarrita
+// oracle (where node finds zarrita), under a name of its own so that runs
+// at once do not remove each other's, and starts versitygw with its data
+// and log under b.work/name, for the workloads that compare with zarrita
+// reading S3 directly. Without either it adds a skipped row and returns a
+// nil server (and no error); stop stops the server and removes the script.
+func (b *bench) startZarritaAndS3(name string) (script string, srv *s3test.Server, stop func(), err error) {
+	oracle := os.Getenv("ZARRFS_ORACLE")
 	if oracle == "" {
 		b.add(row{name: "skipped: set ZARRFS_ORACLE (the zarrita oracle, .ci/run installs it) to compare with zarrita", check: "-"})
 		return "", nil, nil, nil
 	}
+	f, err := os.CreateTemp(filepath.Dir(oracle), "zarrfs-bench-zarrita-*.mjs")
+	if err != nil {
+		return "", nil, nil, err
+	}
+	script = f.Name()
+	_, err = f.Write(zarritaReadJS)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(script)
+		return "", nil, nil, err
+	}
 	logFile, err := os.Create(filepath.Join(b.work, name+"-versitygw.log"))
 	if err != nil {
+		os.Remove(script)
 		return "", nil, nil, err
 	}
 	srv, stopS3, err := s3test.StartServer(filepath.Join(b.work, name), logFile)
 	if err != nil {
+		os.Remove(script)
 		logFile.Close()
 		b.add(row{name: "skipped: " + err.Error(), check: "-"})
 		return "", nil, nil, nil
 	}
-	return oracle, srv, func() { stopS3(); logFile.Close() }, nil
+	return script, srv, func() { stopS3(); logFile.Close(); os.Remove(script) }, nil
 }
