@@ -196,7 +196,7 @@ func (c *Client) Do(ctx context.Context, what string, op func(ctx context.Contex
 		if err == nil || !IsRetryable(err) || ctx.Err() != nil {
 			return err
 		}
-		// No attempt is given less than the first one's timeout: cut
+		// No retry is given less than the first attempt's timeout: cut
 		// short by the deadline, it would fail by the deadline rather
 		// than by the server (on a loaded machine, a response not yet
 		// read), and its error would hide why the attempts before failed.
