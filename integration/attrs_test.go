@@ -73,15 +73,15 @@ func checkXattrs(t *testing.T, dir string) {
 	if names := listXattrs(t, doc); len(names) != 0 {
 		t.Errorf("listxattr %s: %q, want none", doc, names)
 	}
-	if _, err := syscall.Getxattr(doc, "user.zarr.shard", nil); !errors.Is(err, syscall.ENODATA) {
+	if _, err := retryEINTR(func() (int, error) { return syscall.Getxattr(doc, "user.zarr.shard", nil) }); !errors.Is(err, syscall.ENODATA) {
 		t.Errorf("getxattr %s user.zarr.shard: %v, want ENODATA", doc, err)
 	}
 	sa := h.arrays[0]
 	chunk := filepath.Join(m.Dir, "v3", sa.path(), sa.keys("v3", ".").Key(sa.chunks[0].coords))
-	if _, err := syscall.Getxattr(chunk, "user.zarr.nothing", nil); !errors.Is(err, syscall.ENODATA) {
+	if _, err := retryEINTR(func() (int, error) { return syscall.Getxattr(chunk, "user.zarr.nothing", nil) }); !errors.Is(err, syscall.ENODATA) {
 		t.Errorf("getxattr %s user.zarr.nothing: %v, want ENODATA", chunk, err)
 	}
-	if _, err := syscall.Getxattr(chunk, "user.zarr.shard", make([]byte, 1)); !errors.Is(err, syscall.ERANGE) {
+	if _, err := retryEINTR(func() (int, error) { return syscall.Getxattr(chunk, "user.zarr.shard", make([]byte, 1)) }); !errors.Is(err, syscall.ERANGE) {
 		t.Errorf("getxattr %s user.zarr.shard into 1 byte: %v, want ERANGE", chunk, err)
 	}
 	if getfattr, err := exec.LookPath("getfattr"); err == nil {
@@ -302,8 +302,11 @@ func checkReadOnly(t *testing.T, root string, h *storedHierarchy) {
 			"rename":   func() error { return os.Rename(p, p+".moved") },
 			"chmod":    func() error { return os.Chmod(p, 0o644) },
 			"utimes":   func() error { return os.Chtimes(p, time.Now(), time.Now()) },
-			"setxattr": func() error { return syscall.Setxattr(p, "user.zarr.shard", []byte("x"), 0) },
-			"symlink":  func() error { return os.Symlink(p, filepath.Join(dir, "link")) },
+			"setxattr": func() error {
+				_, err := retryEINTR(func() (struct{}, error) { return struct{}{}, syscall.Setxattr(p, "user.zarr.shard", []byte("x"), 0) })
+				return err
+			},
+			"symlink": func() error { return os.Symlink(p, filepath.Join(dir, "link")) },
 		}
 		for name, change := range changes {
 			if err := change(); !errors.Is(err, syscall.EROFS) {

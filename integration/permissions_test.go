@@ -109,7 +109,7 @@ func TestOwnerFlags(t *testing.T) {
 		file := chunkPath(m.Dir, "v3", ".", a, []int{1, 2})
 		for p, mode := range map[string]uint32{file: syscall.S_IFREG | c.fileMode, filepath.Dir(file): syscall.S_IFDIR | c.dirMode, filepath.Join(m.Dir, "v2"): syscall.S_IFDIR | c.dirMode} {
 			var st syscall.Stat_t
-			if err := syscall.Stat(p, &st); err != nil {
+			if _, err := retryEINTR(func() (struct{}, error) { return struct{}{}, syscall.Stat(p, &st) }); err != nil {
 				t.Fatal(err)
 			}
 			if st.Mode != mode || st.Uid != c.uid || st.Gid != c.gid {

@@ -3,6 +3,8 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -69,7 +71,7 @@ func TestInterruptedReaderLeavesSharedFetch(t *testing.T) {
 	left := read(leaver, loc)
 	<-ss.reading
 	stayed := read(context.Background(), loc)
-	time.Sleep(50 * time.Millisecond) // the second reader joins the fetch
+	waitInFlight(t, 2) // the second reader joined the fetch
 	leave()
 	select {
 	case r := <-left:
@@ -104,5 +106,27 @@ func TestInterruptedReaderLeavesSharedFetch(t *testing.T) {
 	case <-ss.cancelled:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the fetch of a reader alone went on after it was interrupted")
+	}
+}
+
+// waitInFlight waits until n goroutines wait for a shared load
+// (flight.Group.Do): a fixed sleep would not do on a loaded machine.
+func waitInFlight(t *testing.T, n int) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for i := 0; ; i++ {
+		waiting := 0
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if strings.Contains(g, " [select") && strings.Contains(g, "/cache/flight.(*Group).Do(") {
+				waiting++
+			}
+		}
+		if waiting >= n {
+			return
+		}
+		if i == 1000 {
+			t.Fatalf("%d readers wait for a shared load after 10 s, want %d", waiting, n)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -34,12 +34,14 @@ type Limits struct {
 	// longer and a dead one is given up on quickly.
 	Timeout time.Duration
 	// Deadline bounds the attempts of one operation together (default
-	// 20s): none starts, and none waits for a response, past it. A body
-	// has its own deadline, proportional to its size (MinRate).
+	// 20s): none starts, and none waits for a response, past it, and no
+	// retry starts with less than Timeout left. A body has its own
+	// deadline, proportional to its size (MinRate).
 	Deadline time.Duration
 	// MinRate is the slowest a body may travel: an attempt that sends or
 	// receives n bytes fails after Timeout + n/MinRate (default 128 KiB/s),
-	// so a body trickling forever fails too.
+	// so a body trickling forever fails too (a response's body after
+	// 2*Timeout + n/MinRate: the timeout more tells a trickle from a stall).
 	MinRate int64
 	// Logger receives one line per retry, and one when the server has not
 	// answered the first request after a second (default slog.Default()).
@@ -194,8 +196,12 @@ func (c *Client) Do(ctx context.Context, what string, op func(ctx context.Contex
 		if err == nil || !IsRetryable(err) || ctx.Err() != nil {
 			return err
 		}
+		// No retry is given less than the first attempt's timeout: cut
+		// short by the deadline, it would fail by the deadline rather
+		// than by the server (on a loaded machine, a response not yet
+		// read), and its error would hide why the attempts before failed.
 		sleep := backoff/2 + rand.N(backoff)
-		if n == l.MaxAttempts || time.Until(deadline) < sleep {
+		if n == l.MaxAttempts || time.Until(deadline) < sleep+l.Timeout {
 			return fmt.Errorf("%w (gave up after %d attempts in %s; timeout %s per attempt, deadline %s)",
 				err, n, time.Since(start).Round(time.Millisecond), l.Timeout, l.Deadline)
 		}
@@ -262,11 +268,16 @@ func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	b := &body{rc: resp.Body, ctx: ctx, cancel: cancel, timeout: a.timeout, request: r.Method + " " + redact(r)}
 	b.idle = time.AfterFunc(a.timeout, func() { cancel(&TimeoutError{What: "no data", Limit: a.timeout}) })
 	if resp.ContentLength > 0 {
-		whole := a.timeout + c.transferTime(resp.ContentLength)
+		// A body that stopped is the idle timer's, due within a timeout
+		// of its last bytes. Bytes its reader came to late (a loaded
+		// machine) were buffered long before they look recent, so the
+		// whole-body limit first waits one timeout more: a body still
+		// bringing bytes then trickles; one that stopped has met the
+		// idle timer.
+		whole := 2*a.timeout + c.transferTime(resp.ContentLength)
 		b.whole.Store(time.AfterFunc(whole, func() {
-			// A body that stopped is the idle timer's, due within half
-			// a timeout: it stalled, however late its reader came to
-			// its first bytes. Look again then, in case it resumed.
+			// No bytes for half a timeout: the idle timer's, due within
+			// the other half. Look again then, in case it resumed.
 			if time.Since(time.Unix(0, b.lastData.Load())) >= a.timeout/2 {
 				if t := b.whole.Load(); t != nil {
 					t.Reset(a.timeout / 2)

@@ -233,11 +233,12 @@ func TestCounter(t *testing.T) {
 }
 
 // TestLateReaderOfAStalledBody: a body that stops after its first bytes
-// fails as stalled ("no data"), even when its reader comes to it later
-// than the body's transfer time (a loaded machine): the whole-body limit,
-// counted from the headers, does not claim a body the idle limit, counted
-// from the last bytes, is about to end. A body still trickling at the
-// whole-body limit fails by it.
+// fails as stalled ("no data"), even when its reader comes to them much
+// later than the body's transfer time (a loaded machine), so that they
+// look recent at the whole-body limit: that limit, counted from the
+// headers, does not claim a body the idle limit, counted from the last
+// bytes, is about to end. A body still trickling at the whole-body limit
+// fails by it.
 func TestLateReaderOfAStalledBody(t *testing.T) {
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -259,23 +260,64 @@ func TestLateReaderOfAStalledBody(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(release) })
-	const timeout = 400 * time.Millisecond
+	// The idle limit ends a body a timeout after its last bytes (or its
+	// headers); a reader later than that meets it whatever the body does.
+	const timeout = time.Second
 	c := requests.NewClient(requests.Limits{MaxAttempts: 1, Timeout: timeout, Deadline: time.Minute, MinRate: 1 << 20, Logger: slog.New(slog.DiscardHandler)})
 	t.Cleanup(c.Close)
-	for path, want := range map[string]string{"/stall": "no data within", "/trickle": "not all of 4096 bytes"} {
-		err := c.Do(context.Background(), "GET "+path, func(ctx context.Context) error {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+path, nil)
+	for _, r := range []struct {
+		path string
+		late time.Duration // before the reader comes to the first bytes
+		want string
+	}{
+		{"/stall", timeout * 3 / 4, "no data within"},
+		{"/trickle", timeout / 10, "not all of 4096 bytes"},
+	} {
+		err := c.Do(context.Background(), "GET "+r.path, func(ctx context.Context) error {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+r.path, nil)
 			resp, err := c.HTTP().Do(req)
 			if err != nil {
 				return err
 			}
 			defer resp.Body.Close()
-			time.Sleep(timeout / 4) // the reader comes late to the first bytes
+			time.Sleep(r.late)
 			_, err = io.ReadAll(resp.Body)
 			return err
 		})
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("GET %s: %v; want an error saying %q", path, err, want)
+		if err == nil || !strings.Contains(err.Error(), r.want) {
+			t.Errorf("GET %s: %v; want an error saying %q", r.path, err, r.want)
 		}
+	}
+}
+
+// TestNoRetryCutShortByTheDeadline: every body stalls after its headers,
+// and the server no longer answers after two requests. The error says
+// the bodies stalled: no retry is made that the deadline would cut
+// shorter than one timeout, which would fail for want of a response
+// (as a retry would on a loaded machine whose responses come late).
+func TestNoRetryCutShortByTheDeadline(t *testing.T) {
+	release := make(chan struct{})
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) <= 2 {
+			w.Header().Set("Content-Length", "4096")
+			w.Write(make([]byte, 1000))
+			w.(http.Flusher).Flush()
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	// Attempts of 1 s and 2 s (or what the deadline leaves), then 0.5 s
+	// at most are left: less than a timeout.
+	const timeout, deadline = time.Second, 3500 * time.Millisecond
+	c := requests.NewClient(requests.Limits{Timeout: timeout, Deadline: deadline, MaxBackoff: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	t.Cleanup(c.Close)
+	err := c.Do(context.Background(), "GET /k", get(c, srv.URL+"/k"))
+	if err == nil || !strings.Contains(err.Error(), "no data within") || n.Load() != 2 {
+		t.Errorf("%v after %d requests; want an error saying %q after 2", err, n.Load(), "no data within")
 	}
 }

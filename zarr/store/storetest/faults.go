@@ -28,10 +28,13 @@ type FaultTarget struct {
 	Replace func(t *testing.T, key string, b []byte) faultproxy.Object
 }
 
-// FaultLimits are limits that keep each fault case within seconds.
+// FaultLimits are limits that keep each fault case within seconds. The
+// deadline leaves a whole attempt, with a loaded machine's delays, after
+// a first one that ran to its body's limit (two timeouts and the transfer
+// time): no retry starts with less than a timeout left.
 var FaultLimits = requests.Limits{
 	MaxAttempts: 4, MaxBackoff: 100 * time.Millisecond,
-	Timeout: 500 * time.Millisecond, Deadline: 2 * time.Second, MinRate: 1 << 20,
+	Timeout: 500 * time.Millisecond, Deadline: 3 * time.Second, MinRate: 1 << 20,
 	Logger: slog.New(slog.DiscardHandler),
 }
 
