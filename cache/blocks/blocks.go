@@ -1,25 +1,25 @@
 // Package blocks reads byte ranges of immutable stored objects (one
 // generation of a remote object) as whole aligned blocks, the unit the
-// caches below the views keep: a memory LRU, the disk cache and the
-// cluster, looked up in that order, before the origin store. A block's
+// caches below the views keep. Each cache is a Source that wraps the next
+// and ends at the store: Memory (the LRU), Disk (the disk cache) and
+// Peers (the cluster), looked up in that order, before Origin. A block's
 // key names the store, the object, its generation and size and the
 // block's index, so every reader, and every node of a cluster, asks for
 // the same keys for the same bytes whatever ranges its readers asked for
 // (mountpoint-s3 and gcsfuse cut objects into parts the same way).
+//
+// Bytes from the disk or a peer are checked before they are used or kept
+// (Request.Check for each block, Checks.Span across them in Read), and
+// read from the store instead when they fail.
 package blocks
 
 import (
-	"bytes"
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
-	"github.com/zarrfs/zarrfs/cache/cluster"
 	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
@@ -81,30 +81,44 @@ func ParseKey(k string) (Object, int64, error) {
 	return o, i, nil
 }
 
-// Memory is the in-memory LRU (cache.Cache).
-type Memory interface {
-	Get(key string) (any, bool)
-	Add(key string, value any, size int64)
+// A Block is the bytes of one block of an object.
+type Block struct {
+	Bytes []byte
+	// Trusted blocks were read from the origin store by this process
+	// (and kept in memory since): their bytes need no check. Their Bytes
+	// may share the buffer of one request for several blocks.
+	Trusted bool
 }
 
-// Disk is the disk cache (diskcache.Cache), which checks what it returns
-// against a checksum of key and value.
-type Disk interface {
-	Get(key string) ([]byte, bool)
-	Put(key string, value []byte)
+// Request says what a read of blocks is for.
+type Request struct {
+	// Off and N are the bytes of the object the caller takes from the
+	// blocks: a tier that keeps blocks for the reads of their neighbours
+	// keeps those the caller does not take whole (it caches what it takes
+	// in its own form).
+	Off, N int64
+	// Check verifies block i on its own (the inner chunks that lie in it
+	// whole), before bytes from the disk or a peer are used; nil: none.
+	Check func(i int64, b []byte) error
+	// Fresh reads every block from the origin store, past what the tiers
+	// hold, which they replace with it: the bytes they held failed a
+	// check across blocks.
+	Fresh bool
 }
 
-// Peers is the cluster (cluster.Cluster): a key's owner loads it once for
-// every node.
-type Peers interface {
-	Get(ctx context.Context, key string, check cluster.Check) ([]byte, error)
+// Source reads whole aligned blocks of one generation of objects: a tier
+// of caches (Memory, Disk, Peers), each wrapping the next, or the store
+// (Origin) they end at.
+type Source interface {
+	// Blocks returns blocks idx (ascending) of o, in that order, failing
+	// with store.ErrPrecondition when o's generation is gone.
+	Blocks(ctx context.Context, o Object, idx []int64, r Request) ([]Block, error)
 }
 
 // Checks say what the bytes of blocks must be, as far as the format of
 // the object allows; each may be nil.
 type Checks struct {
-	// Block verifies block i on its own (the inner chunks that lie in it
-	// whole), before a peer's value is used.
+	// Block verifies block i on its own (Request.Check).
 	Block func(i int64, b []byte) error
 	// Span verifies the bytes a Read returns (the inner chunks it
 	// covers): when bytes from a peer or the disk fail it, the blocks are
@@ -112,196 +126,70 @@ type Checks struct {
 	Span func(b []byte) error
 }
 
-// Reader reads objects by blocks. Memory, Disk and Peers may be nil.
-type Reader struct {
-	Memory Memory
-	Disk   Disk
-	Peers  Peers
-	// Origin reads len(p) bytes at off of o from the store, failing with
-	// store.ErrPrecondition when o's generation is gone.
-	Origin func(ctx context.Context, o Object, p []byte, off int64) error
-}
-
-// peerFetches bounds the blocks of one Read asked of peers at once.
-const peerFetches = 8
-
-// Read returns n bytes at off of o, read from the blocks that cover them:
-// each from memory, the disk or the peers, and those missing everywhere
-// from the store, with one request per run of adjacent blocks. Blocks
-// read are kept on disk; those the returned bytes do not cover whole are
-// kept in memory too, for the read of their neighbours. Without a disk
-// cache or peers, which share blocks, Read fetches just the n bytes: the
-// caller sized the range to what its readers need.
-func (r *Reader) Read(ctx context.Context, o Object, off, n int64, checks Checks) ([]byte, error) {
+// Read returns n bytes at off of o, from the blocks that cover them read
+// from src. When bytes not read from the store fail checks.Span (each
+// block passed its own check, but not the chunks across them), the blocks
+// are read again from the store.
+func Read(ctx context.Context, src Source, o Object, off, n int64, checks Checks) ([]byte, error) {
 	if off < 0 || n <= 0 || off+n > o.Size {
 		return nil, fmt.Errorf("%s: bytes %d+%d of an object of %d", o.Key, off, n, o.Size)
 	}
-	if r.Disk == nil && r.Peers == nil {
-		buf := make([]byte, n)
-		if err := r.Origin(ctx, o, buf, off); err != nil {
-			return nil, err
-		}
-		return buf, nil
-	}
 	first, last := off/Size, (off+n-1)/Size
-	got := make([][]byte, last-first+1)
-	from := make([]source, len(got))
-	var missing []int64
+	idx := make([]int64, 0, last-first+1)
 	for i := first; i <= last; i++ {
-		if v, ok := r.memory(o, i); ok {
-			got[i-first], from[i-first] = v, fromMemory
-		} else if b := r.cached(o, i); b != nil {
-			got[i-first], from[i-first] = b, fromDisk
-		} else {
-			missing = append(missing, i)
-		}
+		idx = append(idx, i)
 	}
-	fetched := func(s source) func(int64, []byte) {
-		return func(i int64, b []byte) { got[i-first], from[i-first] = b, s }
-	}
-	if r.Peers != nil && len(missing) > 0 {
-		if err := r.fromPeers(ctx, o, missing, checks.Block, fetched(fromPeers)); err != nil {
-			return nil, err
-		}
-		missing = nil
-	}
-	if err := r.fromOrigin(ctx, o, missing, fetched(fromOrigin)); err != nil {
+	r := Request{Off: off, N: n, Check: checks.Block}
+	got, err := src.Blocks(ctx, o, idx, r)
+	if err != nil {
 		return nil, err
 	}
-	trusted := !slices.ContainsFunc(from, func(s source) bool { return s == fromDisk || s == fromPeers })
 	span := assemble(got, off-first*Size, n)
+	trusted := !slices.ContainsFunc(got, func(b Block) bool { return !b.Trusted })
 	if !trusted && checks.Span != nil && checks.Span(span) != nil {
-		// A peer's or the disk's blocks passed their own checks but not
-		// the chunks across them: read them all from the store.
-		all := make([]int64, 0, len(got))
-		for i := first; i <= last; i++ {
-			all = append(all, i)
-		}
-		if err := r.fromOrigin(ctx, o, all, fetched(fromOrigin)); err != nil {
+		r.Fresh = true
+		if got, err = src.Blocks(ctx, o, idx, r); err != nil {
 			return nil, err
 		}
 		span = assemble(got, off-first*Size, n)
 	}
-	for i := first; i <= last; i++ {
-		b, s := got[i-first], from[i-first]
-		if r.Disk != nil && s != fromDisk && s != fromMemory {
-			r.Disk.Put(o.BlockKey(i), b)
-		}
-		if bo, bn := o.Block(i); r.Memory != nil && s != fromMemory && (bo < off || bo+bn > off+n) {
-			if s == fromOrigin {
-				b = bytes.Clone(b) // not the buffer of all the blocks one request read
-			}
-			r.Memory.Add(o.BlockKey(i), b, int64(len(b)))
-		}
-	}
 	return span, nil
 }
 
-// source is where Read found a block.
-type source int
-
-const (
-	fromOrigin source = iota
-	fromMemory
-	fromDisk
-	fromPeers
-)
-
-// memory returns block i from the memory LRU.
-func (r *Reader) memory(o Object, i int64) ([]byte, bool) {
-	if r.Memory == nil {
-		return nil, false
+// Load reads the block a key names from src, for a peer that asked for
+// it (Origin refuses keys of another store).
+func Load(ctx context.Context, src Source, key string) ([]byte, error) {
+	o, i, err := ParseKey(key)
+	if err != nil {
+		return nil, err
 	}
-	v, ok := r.Memory.Get(o.BlockKey(i))
-	if !ok {
-		return nil, false
+	got, err := src.Blocks(ctx, o, []int64{i}, Request{Fresh: true})
+	if err != nil {
+		return nil, err
 	}
-	b, ok := v.([]byte)
-	return b, ok
+	return got[0].Bytes, nil
 }
 
-// cached returns block i from the disk cache, if it holds it whole.
-func (r *Reader) cached(o Object, i int64) []byte {
-	if r.Disk == nil {
-		return nil
-	}
-	b, ok := r.Disk.Get(o.BlockKey(i))
-	if _, n := o.Block(i); !ok || int64(len(b)) != n {
-		return nil
-	}
-	return b
-}
-
-// fromPeers gets blocks through the cluster, a few at a time: each from
-// its owner (or loaded here when this node owns it, or its owner fails
-// or sends bytes that fail their check).
-func (r *Reader) fromPeers(ctx context.Context, o Object, blocks []int64, check func(int64, []byte) error, keep func(int64, []byte)) error {
-	var mu sync.Mutex
-	var firstErr error
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, peerFetches)
-	for _, i := range blocks {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			_, want := o.Block(i)
-			c := cluster.Check{Size: func(n int64) error {
-				if n != want {
-					return fmt.Errorf("%d bytes for a block of %d", n, want)
-				}
-				return nil
-			}}
-			if check != nil {
-				c.Value = func(b []byte) error { return check(i, b) }
-			}
-			b, err := r.Peers.Get(ctx, o.BlockKey(i), c)
-			if err == nil && int64(len(b)) != want {
-				err = fmt.Errorf("%s: the cluster gave %d bytes for a block of %d", o.Key, len(b), want)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				firstErr = cmp.Or(firstErr, err)
-				return
-			}
-			keep(i, b)
-		})
-	}
-	wg.Wait()
-	return firstErr
-}
-
-// fromOrigin reads blocks (in ascending order) from the store, one
-// request per run of adjacent ones, and hands each to keep.
-func (r *Reader) fromOrigin(ctx context.Context, o Object, blocks []int64, keep func(int64, []byte)) error {
-	for len(blocks) > 0 {
-		j := 1
-		for j < len(blocks) && blocks[j] == blocks[j-1]+1 {
-			j++
+// missing returns the indexes of idx at the positions of out that hold
+// no bytes.
+func missing(idx []int64, out []Block) (pos []int, want []int64) {
+	for p, b := range out {
+		if b.Bytes == nil {
+			pos, want = append(pos, p), append(want, idx[p])
 		}
-		start, _ := o.Block(blocks[0])
-		endOff, endN := o.Block(blocks[j-1])
-		buf := make([]byte, endOff+endN-start)
-		if err := r.Origin(ctx, o, buf, start); err != nil {
-			return err
-		}
-		for _, i := range blocks[:j] {
-			bo, bn := o.Block(i)
-			keep(i, buf[bo-start:bo-start+bn:bo-start+bn])
-		}
-		blocks = blocks[j:]
 	}
-	return nil
+	return pos, want
 }
 
 // assemble returns the n bytes at off of the concatenated blocks: a slice
 // of the one block that holds them all, or a copy.
-func assemble(blocks [][]byte, off, n int64) []byte {
-	if off+n <= int64(len(blocks[0])) {
-		return blocks[0][off : off+n : off+n]
+func assemble(blocks []Block, off, n int64) []byte {
+	if b := blocks[0].Bytes; off+n <= int64(len(b)) {
+		return b[off : off+n : off+n]
 	}
 	out := make([]byte, 0, n)
-	for _, b := range blocks {
+	for _, blk := range blocks {
+		b := blk.Bytes
 		if off >= int64(len(b)) {
 			off -= int64(len(b))
 			continue
@@ -314,22 +202,4 @@ func assemble(blocks [][]byte, off, n int64) []byte {
 		}
 	}
 	return out
-}
-
-// Load reads the block a key names from s, for a peer that asked for it:
-// the store must be the one the key names.
-func Load(ctx context.Context, s store.Store, key string) ([]byte, error) {
-	o, i, err := ParseKey(key)
-	if err != nil {
-		return nil, err
-	}
-	if o.Store != s.String() {
-		return nil, errors.New("block key of another store")
-	}
-	off, n := o.Block(i)
-	buf := make([]byte, n)
-	if err := s.ReadAt(ctx, o.Key, o.Gen, buf, off); err != nil {
-		return nil, err
-	}
-	return buf, nil
 }

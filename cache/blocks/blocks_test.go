@@ -38,28 +38,47 @@ func object(t *testing.T) (*store.Dir, blocks.Object, []byte) {
 	return s, blocks.Object{Store: s.String(), Key: "shard", Gen: info.Generation, Size: info.Size}, b
 }
 
-// reader reads s through a memory LRU and the disk cache in cacheDir
-// (none when empty), counting the requests to s.
-func reader(t *testing.T, s store.Store, cacheDir string) (*blocks.Reader, *atomic.Int32) {
-	t.Helper()
-	var requests atomic.Int32
-	r := &blocks.Reader{Memory: cache.New(64 << 20), Origin: func(ctx context.Context, o blocks.Object, p []byte, off int64) error {
-		requests.Add(1)
-		return s.ReadAt(ctx, o.Key, o.Gen, p, off)
-	}}
-	if cacheDir != "" {
-		dc, err := diskcache.Open(cacheDir, 1<<30)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.Disk = dc
-	}
-	return r, &requests
+// counted reads ranges of a store, counting the requests.
+type counted struct {
+	store.RangeReader
+	requests atomic.Int32
 }
 
-func read(t *testing.T, r *blocks.Reader, o blocks.Object, want []byte, off, n int64, checks blocks.Checks) {
+func (c *counted) ReadAt(ctx context.Context, key string, gen store.Generation, p []byte, off int64) error {
+	c.requests.Add(1)
+	return c.RangeReader.ReadAt(ctx, key, gen, p, off)
+}
+
+// origin is the Origin tier of s, counting its requests.
+func origin(s store.Store) (blocks.Origin, *counted) {
+	c := &counted{RangeReader: s}
+	return blocks.Origin{Name: s.String(), Store: c}, c
+}
+
+// errBlock: bytes that are not the block's.
+var errBlock = errors.New("not the block's bytes")
+
+// openDisk opens a disk cache in dir.
+func openDisk(t *testing.T, dir string) *diskcache.Cache {
 	t.Helper()
-	got, err := r.Read(t.Context(), o, off, n, checks)
+	dc, err := diskcache.Open(dir, 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dc
+}
+
+// stack reads s through a memory LRU and the disk cache in cacheDir,
+// counting the requests to s.
+func stack(t *testing.T, s store.Store, cacheDir string) (blocks.Source, *counted) {
+	t.Helper()
+	o, c := origin(s)
+	return &blocks.Memory{Cache: cache.New(64 << 20), Next: &blocks.Disk{Cache: openDisk(t, cacheDir), Next: o}}, c
+}
+
+func read(t *testing.T, src blocks.Source, o blocks.Object, want []byte, off, n int64, checks blocks.Checks) {
+	t.Helper()
+	got, err := blocks.Read(t.Context(), src, o, off, n, checks)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,80 +87,137 @@ func read(t *testing.T, r *blocks.Reader, o blocks.Object, want []byte, off, n i
 	}
 }
 
-// TestReadByBlocks: reads of ranges fetch whole blocks, adjacent missing
-// ones with one request; a range next to one read before finds the block
-// they share in memory; and a reader with another memory but the same
-// disk cache reads ranges other than those read before without a request,
-// as the blocks' keys do not depend on the ranges read.
-func TestReadByBlocks(t *testing.T) {
-	s, o, want := object(t)
-	cacheDir := t.TempDir()
-	r, requests := reader(t, s, cacheDir)
-	read(t, r, o, want, 100, 3<<20, blocks.Checks{})
-	if n := requests.Load(); n != 1 {
-		t.Fatalf("a range inside block 0: %d requests, want 1", n)
-	}
-	read(t, r, o, want, blocks.Size-1<<20, 2<<20, blocks.Checks{}) // across blocks 0 and 1
-	if n := requests.Load(); n != 2 {
-		t.Fatalf("a range across blocks 0 and 1 after one in block 0: %d requests in all, want 2", n)
-	}
-	other, requests2 := reader(t, s, cacheDir)
-	read(t, other, o, want, 5<<20, 6<<20, blocks.Checks{})
-	if n := requests2.Load(); n != 0 {
-		t.Fatalf("blocks on disk: %d requests, want none", n)
-	}
-	cold, requests3 := reader(t, s, t.TempDir())
-	read(t, cold, o, want, 1, o.Size-2, blocks.Checks{})
-	if n := requests3.Load(); n != 1 {
-		t.Fatalf("three adjacent missing blocks: %d requests, want 1", n)
-	}
-}
-
-// TestReadWithoutSharing: a reader without a disk cache or peers fetches
-// just the bytes asked for, with one request each time: nothing would
-// share the rest of a block.
-func TestReadWithoutSharing(t *testing.T) {
-	s, o, want := object(t)
-	r, requests := reader(t, s, "")
-	var fetched atomic.Int64
-	origin := r.Origin
-	r.Origin = func(ctx context.Context, o blocks.Object, p []byte, off int64) error {
-		fetched.Add(int64(len(p)))
-		return origin(ctx, o, p, off)
-	}
-	read(t, r, o, want, blocks.Size-10, 20, blocks.Checks{})
-	read(t, r, o, want, blocks.Size+10, 20, blocks.Checks{})
-	if n, b := requests.Load(), fetched.Load(); n != 2 || b != 40 {
-		t.Fatalf("two ranges of 20 bytes: %d requests for %d bytes, want 2 for 40", n, b)
-	}
-}
-
-// TestReadChecksDisk: a block on disk whose bytes fail the range's check
-// (planted under its key with the right length) is read from the store
-// instead, and replaced on disk.
-func TestReadChecksDisk(t *testing.T) {
-	s, o, want := object(t)
-	cacheDir := t.TempDir()
-	dc, err := diskcache.Open(cacheDir, 1<<30)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dc.Put(o.BlockKey(1), bytes.Repeat([]byte{0xAA}, blocks.Size))
-	r, requests := reader(t, s, cacheDir)
-	off, n := int64(blocks.Size+10), int64(100)
-	checks := blocks.Checks{Span: func(b []byte) error {
+// spanIs checks that a read of n bytes at off returns the object's.
+func spanIs(want []byte, off, n int64) blocks.Checks {
+	return blocks.Checks{Span: func(b []byte) error {
 		if !bytes.Equal(b, want[off:off+n]) {
 			return errors.New("not the object's bytes")
 		}
 		return nil
 	}}
-	read(t, r, o, want, off, n, checks)
-	if n := requests.Load(); n != 1 {
-		t.Fatalf("%d requests, want 1: the planted block was served", n)
+}
+
+// TestReadByBlocks: through a stack of memory, disk and store, reads of
+// ranges fetch whole blocks, adjacent missing ones with one request; a
+// range next to one read before finds the block they share in memory; and
+// a stack with another memory but the same disk cache reads ranges other
+// than those read before without a request, as the blocks' keys do not
+// depend on the ranges read.
+func TestReadByBlocks(t *testing.T) {
+	s, o, want := object(t)
+	cacheDir := t.TempDir()
+	src, c := stack(t, s, cacheDir)
+	read(t, src, o, want, 100, 3<<20, blocks.Checks{})
+	if n := c.requests.Load(); n != 1 {
+		t.Fatalf("a range inside block 0: %d requests, want 1", n)
 	}
-	again, requests2 := reader(t, s, cacheDir)
-	read(t, again, o, want, off, n, checks)
-	if n := requests2.Load(); n != 0 {
+	read(t, src, o, want, blocks.Size-1<<20, 2<<20, blocks.Checks{}) // across blocks 0 and 1
+	if n := c.requests.Load(); n != 2 {
+		t.Fatalf("a range across blocks 0 and 1 after one in block 0: %d requests in all, want 2", n)
+	}
+	other, c2 := stack(t, s, cacheDir)
+	read(t, other, o, want, 5<<20, 6<<20, blocks.Checks{})
+	if n := c2.requests.Load(); n != 0 {
+		t.Fatalf("blocks on disk: %d requests, want none", n)
+	}
+	cold, c3 := stack(t, s, t.TempDir())
+	read(t, cold, o, want, 1, o.Size-2, blocks.Checks{})
+	if n := c3.requests.Load(); n != 1 {
+		t.Fatalf("three adjacent missing blocks: %d requests, want 1", n)
+	}
+}
+
+// TestOrigin: the store tier reads each run of adjacent blocks with one
+// request, its blocks are trusted, and it refuses blocks of another store
+// or past the object's end before any request.
+func TestOrigin(t *testing.T) {
+	s, o, want := object(t)
+	src, c := origin(s)
+	got, err := src.Blocks(t.Context(), o, []int64{0, 2}, blocks.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := c.requests.Load(); n != 2 {
+		t.Errorf("blocks 0 and 2: %d requests, want 2", n)
+	}
+	for j, i := range []int64{0, 2} {
+		off, n := o.Block(i)
+		if !got[j].Trusted || !bytes.Equal(got[j].Bytes, want[off:off+n]) {
+			t.Errorf("block %d: not the object's trusted bytes", i)
+		}
+	}
+	if _, err := src.Blocks(t.Context(), o, []int64{0, 1, 2}, blocks.Request{}); err != nil || c.requests.Load() != 3 {
+		t.Errorf("blocks 0, 1 and 2: %v, %d requests; want one", err, c.requests.Load()-2)
+	}
+	foreign := o
+	foreign.Store = "/elsewhere"
+	if _, err := src.Blocks(t.Context(), foreign, []int64{0}, blocks.Request{}); err == nil {
+		t.Error("a block of another store was read")
+	}
+	if _, err := src.Blocks(t.Context(), o, []int64{o.Blocks()}, blocks.Request{}); err == nil {
+		t.Error("a block past the object's end was read")
+	}
+	if n := c.requests.Load(); n != 3 {
+		t.Errorf("%d requests for refused blocks", n-3)
+	}
+}
+
+// TestMemory: the memory tier keeps the blocks a read does not take whole
+// (not those it does: their reader caches what it takes), serves them to
+// the next read, and a fresh read goes past it to the store.
+func TestMemory(t *testing.T) {
+	s, o, want := object(t)
+	src, c := origin(s)
+	lru := cache.New(64 << 20)
+	mem := &blocks.Memory{Cache: lru, Next: src}
+	read(t, mem, o, want, 0, blocks.Size, blocks.Checks{}) // block 0 whole
+	read(t, mem, o, want, blocks.Size+10, 10, blocks.Checks{})
+	if lru.Contains(o.BlockKey(0)) || !lru.Contains(o.BlockKey(1)) {
+		t.Errorf("memory holds block 0: %v, block 1: %v; want only block 1, the one not read whole", lru.Contains(o.BlockKey(0)), lru.Contains(o.BlockKey(1)))
+	}
+	read(t, mem, o, want, blocks.Size+100, 100, blocks.Checks{})
+	if n := c.requests.Load(); n != 2 {
+		t.Errorf("a neighbour of a range read before: %d requests in all, want 2", n)
+	}
+	got, err := mem.Blocks(t.Context(), o, []int64{1}, blocks.Request{Fresh: true})
+	if err != nil || c.requests.Load() != 3 || !got[0].Trusted {
+		t.Errorf("a fresh read: %v, %d requests in all, trusted %v; want 3, from the store", err, c.requests.Load(), got[0].Trusted)
+	}
+}
+
+// TestDisk: a block on disk that fails the request's check is read from
+// the next tier and replaced; one that passes its own check but fails the
+// check across the range (planted under its key with the right length)
+// is read again from the store by Read, and replaced too.
+func TestDisk(t *testing.T) {
+	s, o, want := object(t)
+	dc := openDisk(t, t.TempDir())
+	dc.Put(o.BlockKey(0), bytes.Repeat([]byte{0xAA}, blocks.Size))
+	src, c := origin(s)
+	disk := &blocks.Disk{Cache: dc, Next: src}
+	isBlock := func(i int64, b []byte) error {
+		if off, n := o.Block(i); !bytes.Equal(b, want[off:off+n]) {
+			return errBlock
+		}
+		return nil
+	}
+	got, err := disk.Blocks(t.Context(), o, []int64{0}, blocks.Request{Check: isBlock})
+	if err != nil || !bytes.Equal(got[0].Bytes, want[:blocks.Size]) || c.requests.Load() != 1 {
+		t.Fatalf("a planted block failing its check: %v, %d requests; want it read from the store", err, c.requests.Load())
+	}
+	if b, _ := dc.Get(o.BlockKey(0)); !bytes.Equal(b, want[:blocks.Size]) {
+		t.Error("the planted block was not replaced")
+	}
+
+	dc.Put(o.BlockKey(1), bytes.Repeat([]byte{0xAA}, blocks.Size))
+	off, n := int64(blocks.Size+10), int64(100)
+	read(t, disk, o, want, off, n, spanIs(want, off, n))
+	if n := c.requests.Load(); n != 2 {
+		t.Fatalf("%d requests in all, want 2: the planted block was served", n)
+	}
+	again, c2 := origin(s)
+	read(t, &blocks.Disk{Cache: dc, Next: again}, o, want, off, n, spanIs(want, off, n))
+	if n := c2.requests.Load(); n != 0 {
 		t.Fatalf("%d requests, want 0: the block read from the store did not replace the planted one", n)
 	}
 }
@@ -151,13 +227,14 @@ func TestReadChecksDisk(t *testing.T) {
 // request for a block of another store.
 func TestKeys(t *testing.T) {
 	s, o, want := object(t)
+	src, _ := origin(s)
 	for i := range o.Blocks() {
 		k := o.BlockKey(i)
 		got, j, err := blocks.ParseKey(k)
 		if err != nil || got != o || j != i {
 			t.Errorf("ParseKey(%q) = %v, %d, %v", k, got, j, err)
 		}
-		b, err := blocks.Load(t.Context(), s, k)
+		b, err := blocks.Load(t.Context(), src, k)
 		off, n := o.Block(i)
 		if err != nil || !bytes.Equal(b, want[off:off+n]) {
 			t.Errorf("Load block %d: %v; not the object's bytes", i, err)
@@ -177,12 +254,12 @@ func TestKeys(t *testing.T) {
 		if _, _, err := blocks.ParseKey(k); err == nil {
 			t.Errorf("ParseKey(%q) accepted a key that names no block", k)
 		}
-		if _, err := blocks.Load(t.Context(), s, k); err == nil {
+		if _, err := blocks.Load(t.Context(), src, k); err == nil {
 			t.Errorf("Load(%q) loaded a key that names no block", k)
 		}
 	}
 	foreign := blocks.Object{Store: "/elsewhere", Key: o.Key, Gen: o.Gen, Size: o.Size}.BlockKey(0)
-	if _, err := blocks.Load(t.Context(), s, foreign); err == nil {
+	if _, err := blocks.Load(t.Context(), src, foreign); err == nil {
 		t.Error("Load read a block of another store")
 	}
 }

@@ -11,37 +11,53 @@ import (
 )
 
 // fetchRange reads span of the shard at loc's generation, the chunks of
-// run, from the aligned blocks that cover it: from memory, the disk cache
-// or the cluster (whose owner of a block reads it from the store once for
-// every mount), else from the store.
+// run: through the engine's stack of block caches when it has one (memory,
+// the disk cache, the cluster, whose owner of a block reads it from the
+// store once for every mount), else just the span from the store.
 func (a *Array) fetchRange(ctx context.Context, loc Location, span storedRange, run []storedRange) ([]byte, error) {
 	e := a.e
 	if len(run) > 1 {
 		e.counts.coalesced.Add(uint64(len(run) - 1))
 	}
-	o := blocks.Object{Store: e.store.String(), Key: loc.Key, Gen: loc.Gen, Size: loc.Size}
-	buf, err := e.blockReader().Read(ctx, o, span.off, span.n, a.blockChecks(o, span, run))
+	var buf []byte
+	var err error
+	if stack := e.blocks.Load(); stack == nil {
+		buf = make([]byte, span.n)
+		err = e.origin.Store.ReadAt(ctx, loc.Key, loc.Gen, buf, span.off)
+	} else {
+		o := blocks.Object{Store: e.store.String(), Key: loc.Key, Gen: loc.Gen, Size: loc.Size}
+		buf, err = blocks.Read(ctx, stack, o, span.off, span.n, a.blockChecks(o, span, run))
+	}
 	if errors.Is(err, store.ErrPrecondition) {
 		return nil, ErrStale
 	}
 	return buf, err
 }
 
-// blockReader reads the blocks of the store through the caches the
-// engine has.
-func (e *Engine) blockReader() *blocks.Reader {
-	r := &blocks.Reader{Memory: e.cache, Origin: func(ctx context.Context, o blocks.Object, p []byte, off int64) error {
-		e.counts.rangeReads.Add(1)
-		e.counts.fetchedBytes.Add(uint64(len(p)))
-		return e.store.ReadAt(ctx, o.Key, o.Gen, p, off)
-	}}
-	if e.opts.DiskCache != nil {
-		r.Disk = e.opts.DiskCache
-	}
+// stackBlocks composes the engine's block caches, each wrapping the next:
+// memory, the disk cache, the cluster, the store. Without a disk cache or
+// a cluster, which share blocks, there is none: a read fetches just the
+// span its readers need.
+func (e *Engine) stackBlocks() {
+	var src blocks.Source = e.origin
 	if e.cluster != nil {
-		r.Peers = e.cluster
+		src = &blocks.Peers{Cluster: e.cluster, Next: src}
 	}
-	return r
+	if e.opts.DiskCache != nil {
+		src = &blocks.Disk{Cache: e.opts.DiskCache, Next: src}
+	}
+	if e.cluster != nil || e.opts.DiskCache != nil {
+		e.blocks.Store(&blocks.Memory{Cache: e.cache, Next: src})
+	}
+}
+
+// countedReads reads ranges of the engine's store, counting them.
+type countedReads struct{ e *Engine }
+
+func (c countedReads) ReadAt(ctx context.Context, key string, gen store.Generation, p []byte, off int64) error {
+	c.e.counts.rangeReads.Add(1)
+	c.e.counts.fetchedBytes.Add(uint64(len(p)))
+	return c.e.store.ReadAt(ctx, key, gen, p, off)
 }
 
 // blockChecks check the blocks of span, the chunks of run: each chunk's

@@ -69,6 +69,7 @@ func (e *Engine) JoinCluster(o cluster.Options, kinds ...PeerKind) error {
 		return err
 	}
 	e.cluster = c
+	e.stackBlocks()
 	return nil
 }
 
@@ -86,7 +87,7 @@ func (e *Engine) acceptsPeerKey(k string) bool {
 // loadPeerKey loads a key this node owns, from the store.
 func (e *Engine) loadPeerKey(ctx context.Context, k string) ([]byte, error) {
 	if strings.HasPrefix(k, blocks.Prefix(e.store.String())) {
-		return blocks.Load(ctx, e.store, k)
+		return blocks.Load(ctx, e.origin, k)
 	}
 	if rest, ok := strings.CutPrefix(k, e.PeerKeyPrefix(indexKind)); ok {
 		return loadIndex(ctx, e.store, rest)

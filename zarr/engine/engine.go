@@ -16,9 +16,11 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zarrfs/zarrfs/cache"
+	"github.com/zarrfs/zarrfs/cache/blocks"
 	"github.com/zarrfs/zarrfs/cache/cluster"
 	"github.com/zarrfs/zarrfs/cache/diskcache"
 	"github.com/zarrfs/zarrfs/codec"
@@ -88,6 +90,11 @@ type Engine struct {
 	// other machines (JoinCluster); nil: none.
 	cluster *cluster.Cluster
 	kinds   []PeerKind // of the cluster's values, besides the engine's
+	// blocks reads stored bytes through the block caches (stackBlocks),
+	// ending at origin; nil: none share blocks, read ranges from origin.
+	// Atomic: JoinCluster restacks them while peers may ask already.
+	blocks atomic.Pointer[blocks.Memory]
+	origin blocks.Origin
 	// ahead fetches chunks ahead of readers (ahead.go).
 	ahead         fetchAhead
 	rewriteCounts sync.Map // store key of a rewritten object -> *atomic.Uint64, see rewrites
@@ -120,6 +127,8 @@ func New(s store.Store, opts Options) *Engine {
 	if o, ok := s.(store.Opener); ok && !s.Remote() {
 		e.files = newFileCache(o, 128)
 	}
+	e.origin = blocks.Origin{Name: s.String(), Store: countedReads{e}}
+	e.stackBlocks()
 	return e
 }
 

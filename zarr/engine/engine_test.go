@@ -10,10 +10,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/zarrfs/zarrfs/cache/diskcache"
 	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/dtype"
@@ -301,5 +303,42 @@ func TestHugeIndexEntry(t *testing.T) {
 		if _, b, err := read(t, a, 2, false); err != nil || len(b) == 0 || len(b) > chunkBytes {
 			t.Errorf("chunk 2 of the same shard: %d bytes, %v", len(b), err)
 		}
+	}
+}
+
+// TestDiskIndexOfOtherMetadata: a shard index kept on disk by a mount of
+// other metadata (the index at the end of the shard, where it is) is not
+// used by one whose array has it at the start, though the shard is at the
+// same generation: that mount reads what it would read without a disk
+// cache.
+func TestDiskIndexOfOtherMetadata(t *testing.T) {
+	dir := t.TempDir()
+	writeArray(t, dir, 0, nil)
+	dc, err := diskcache.Open(t.TempDir(), 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, a := open(t, rangeOnly{openDir(t, dir)}, engine.Options{Revalidate: time.Hour, DiskCache: dc})
+	if _, b, err := read(t, a, 0, false); err != nil || !isChunk(b, 0, 0) {
+		t.Fatalf("chunk 0: %v", err)
+	}
+	doc := filepath.Join(dir, "a", "zarr.json")
+	b, err := os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := regexp.MustCompile(`("index_location":\s*)"end"`).ReplaceAll(b, []byte(`$1"start"`))
+	if bytes.Equal(moved, b) {
+		t.Fatalf("no index_location in %s", b)
+	}
+	if err := os.WriteFile(doc, moved, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, without := open(t, rangeOnly{openDir(t, dir)}, engine.Options{Revalidate: time.Hour})
+	_, want, wantErr := read(t, without, 0, false)
+	_, with := open(t, rangeOnly{openDir(t, dir)}, engine.Options{Revalidate: time.Hour, DiskCache: dc})
+	_, got, err := read(t, with, 0, false)
+	if (err == nil) != (wantErr == nil) || !bytes.Equal(got, want) {
+		t.Errorf("chunk 0 with the index at the start: %d bytes, %v through the disk cache; %d bytes, %v without", len(got), err, len(want), wantErr)
 	}
 }
