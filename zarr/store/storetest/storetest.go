@@ -258,7 +258,7 @@ func listedGenerations(t *testing.T, s Store, l store.InfoLister) {
 			t.Errorf("ListInfo describes %s as %+v; Stat says %+v (%v), Put said %+v", k, info, got, err, put[k])
 		}
 		if _, _, err := s.Get(ctx, k, store.Last(1), store.Cond{IfNoneMatch: info.Generation}); !errors.Is(err, store.ErrNotModified) {
-			t.Errorf("Get of %s if changed from its listed generation: %v, want ErrNotModified", k, err)
+			t.Errorf("Get of %s if changed from its listed generation %q: %v, want ErrNotModified", k, info.Generation, err)
 		}
 		p := make([]byte, 1)
 		if err := s.ReadAt(ctx, k, info.Generation, p, 0); err != nil {
