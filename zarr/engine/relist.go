@@ -24,7 +24,7 @@ import (
 // the grid and the slack is abandoned (shards are then checked alone).
 const (
 	listSlack       = 16
-	maxListedShards = 1000 - listSlack
+	maxListedShards = 1000 - listSlack - 1 // abandoned at the 1000th key
 )
 
 // checkListed checks the cached state s of the shard key, due for a
@@ -39,7 +39,7 @@ func (a *Array) checkListed(ctx context.Context, key string, s *objectState) boo
 		return false
 	}
 	shards, ok := nd.SizeFits(a.z.Grid())
-	if !ok || shards > maxListedShards || a.due() < 2 {
+	if !ok || shards > maxListedShards || a.due(2) < 2 {
 		return false
 	}
 	c := &check{done: make(chan struct{})}
@@ -61,27 +61,30 @@ func (a *Array) checkListed(ctx context.Context, key string, s *objectState) boo
 	return s.current(e)
 }
 
-// due counts the array's cached shard states due for a check.
-func (a *Array) due() int {
+// due counts the array's cached shard states due for a check, up to
+// most: all shards come due together once a listing checked them, so the
+// count rarely looks far.
+func (a *Array) due(most int) int {
 	n := 0
-	a.cachedShards(func(_ string, s *objectState) {
+	a.cachedShards(func(_ string, s *objectState) bool {
 		if !s.current(a.e) {
 			n++
 		}
+		return n < most
 	})
 	return n
 }
 
 // cachedShards calls f with each cached, usable state of the array's
-// shards.
-func (a *Array) cachedShards(f func(key string, s *objectState)) {
+// shards, while f returns true.
+func (a *Array) cachedShards(f func(key string, s *objectState) bool) {
 	grid := a.z.Grid()
 	coords := make([]int, len(grid))
 	for ok := nd.Size(grid) > 0; ok; ok = nd.Next(coords, grid) {
 		key := a.z.ChunkKey(coords)
 		if v, cached := a.e.cache.Peek(objectKey(key)); cached {
-			if s := v.(*objectState); s.err == nil && s.rewrites == a.e.rewrites(key) {
-				f(key, s)
+			if s := v.(*objectState); s.err == nil && s.rewrites == a.e.rewrites(key) && !f(key, s) {
+				return
 			}
 		}
 	}
@@ -104,14 +107,14 @@ func (a *Array) list(ctx context.Context, lister store.InfoLister, limit int) {
 		listed[v.Key] = v.Info.Generation
 	}
 	t := started.UnixNano()
-	a.cachedShards(func(key string, s *objectState) {
-		if s.checked.Load() >= t {
-			return // checked since the listing began
-		}
-		if gen, exists := listed[key]; exists != s.exists || exists && gen != s.info.Generation {
+	a.cachedShards(func(key string, s *objectState) bool {
+		switch gen, exists := listed[key]; {
+		case s.checked.Load() >= t: // checked since the listing began
+		case exists != s.exists || exists && gen != s.info.Generation:
 			a.startCheckAlone(key, s)
-			return
+		default:
+			s.checked.Store(t)
 		}
-		s.checked.Store(t)
+		return true
 	})
 }
