@@ -414,7 +414,7 @@ func (b *bench) compareTable(cs []contender, cells [compareRows][]*cell, direct,
 				rss = append(rss, fmt.Sprintf("%s %s", compareRowNames[r], formatBytes(float64(x.rss))))
 			}
 			if r <= rowCat && x.reqs["suffix GET"] > shards {
-				index = append(index, fmt.Sprintf("%s %d suffix GETs", compareRowNames[r], x.reqs["suffix GET"]))
+				index = append(index, fmt.Sprintf("%s %d suffix GETs (%d of them 304), %d LISTs", compareRowNames[r], x.reqs["suffix GET"], x.reqs["304"], x.reqs["LIST"]))
 			}
 		}
 		if x := cells[rowRandom][i]; x != nil && x.fetched > 2*needed {
@@ -576,6 +576,11 @@ func countedRemote(target string) (*counter, string, func(), error) {
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.Transport = &http.Transport{MaxIdleConnsPerHost: 256}
 	rp.ModifyResponse = func(r *http.Response) error {
+		if r.StatusCode == http.StatusNotModified {
+			c.mu.Lock()
+			c.counts["304"]++ // an index revalidated: also a suffix GET
+			c.mu.Unlock()
+		}
 		r.Body = countedBody{r.Body, c}
 		return nil
 	}

@@ -114,8 +114,18 @@ func (a *Array) recheck(ctx context.Context, key string, s *objectState) (*objec
 }
 
 // startCheck starts a check of the stored object whose cached state is s
-// in the background, unless one is under way, and returns it.
+// in the background, unless one is under way, and returns it. The shards
+// of an array due at once are checked by one listing (checkListed).
 func (a *Array) startCheck(key string, s *objectState) *check {
+	return a.startCheckBy(key, s, true)
+}
+
+// startCheckAlone is startCheck with a request for the object alone.
+func (a *Array) startCheckAlone(key string, s *objectState) *check {
+	return a.startCheckBy(key, s, false)
+}
+
+func (a *Array) startCheckBy(key string, s *objectState, listing bool) *check {
 	e := a.e
 	c := &check{done: make(chan struct{}), state: s}
 	if running, ok := e.checking.LoadOrStore(key, c); ok {
@@ -124,6 +134,9 @@ func (a *Array) startCheck(key string, s *objectState) *check {
 	e.checks.Go(func() {
 		defer e.checking.Delete(key)
 		defer close(c.done)
+		if listing && a.checkListed(e.bg, key, s) {
+			return
+		}
 		if next, err := a.recheck(e.bg, key, s); err == nil {
 			c.state = next
 		}

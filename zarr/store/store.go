@@ -200,6 +200,20 @@ type Lister interface {
 	ListDir(ctx context.Context, prefix string) iter.Seq2[Entry, error]
 }
 
+// InfoLister is implemented by stores whose listings describe each value
+// with the generation their reads are tied to and condition on (an object
+// store's ETag): one listing then checks many values for changes.
+type InfoLister interface {
+	// ListInfo yields every value below prefix ("" for all) with its Info.
+	ListInfo(ctx context.Context, prefix string) iter.Seq2[Listed, error]
+}
+
+// Listed is one value of a listing, described.
+type Listed struct {
+	Key  string
+	Info Info
+}
+
 // Writer is implemented by stores that take writes, conditional on
 // generations (not a web server or a zip file).
 type Writer interface {

@@ -411,9 +411,22 @@ func (s *Store) writable(key string) error {
 // List yields every key below prefix, up to 5000 per request.
 func (s *Store) List(ctx context.Context, prefix string) iter.Seq2[string, error] {
 	return func(yield func(string, error) bool) {
+		for l, err := range s.ListInfo(ctx, prefix) {
+			if !yield(l.Key, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+// ListInfo yields every blob below prefix with its ETag, size and time,
+// 5000 per request: a listing's ETag is the one reads return and
+// condition on.
+func (s *Store) ListInfo(ctx context.Context, prefix string) iter.Seq2[store.Listed, error] {
+	return func(yield func(store.Listed, error) bool) {
 		full, what, err := s.listPrefix(prefix)
 		if err != nil {
-			yield("", err)
+			yield(store.Listed{}, err)
 			return
 		}
 		for page, err := range pages(ctx, s.client, what, func(ctx context.Context, marker *string) (container.ListBlobsFlatResponse, *string, error) {
@@ -422,19 +435,36 @@ func (s *Store) List(ctx context.Context, prefix string) iter.Seq2[string, error
 			return page, page.NextMarker, err
 		}) {
 			if err != nil {
-				yield("", err)
+				yield(store.Listed{}, err)
 				return
 			}
 			if page.Segment == nil {
 				continue
 			}
 			for _, b := range page.Segment.BlobItems {
-				if b.Name != nil && !yield(strings.TrimPrefix(*b.Name, s.prefix), nil) {
+				if b.Name == nil {
+					continue
+				}
+				l := store.Listed{Key: strings.TrimPrefix(*b.Name, s.prefix)}
+				if p := b.Properties; p != nil {
+					l.Info = describe(quoted(p.ETag), p.LastModified, p.ContentLength, nil)
+				}
+				if !yield(l, nil) {
 					return
 				}
 			}
 		}
 	}
+}
+
+// quoted is a blob's ETag as reads return it and conditions name it:
+// quoted, where listings give it bare.
+func quoted(tag *azcore.ETag) *azcore.ETag {
+	if tag == nil || strings.HasPrefix(string(*tag), `"`) {
+		return tag
+	}
+	q := azcore.ETag(`"` + string(*tag) + `"`)
+	return &q
 }
 
 // ListDir yields the children of prefix, with '/' as the delimiter.

@@ -428,13 +428,31 @@ func (s *Store) writable(key string) error {
 // List yields every key below prefix, 1000 per request.
 func (s *Store) List(ctx context.Context, prefix string) iter.Seq2[string, error] {
 	return func(yield func(string, error) bool) {
+		for l, err := range s.ListInfo(ctx, prefix) {
+			if !yield(l.Key, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+// ListInfo yields every value below prefix with its generation, size and
+// time, 1000 per request: the generation reads condition on.
+func (s *Store) ListInfo(ctx context.Context, prefix string) iter.Seq2[store.Listed, error] {
+	return func(yield func(store.Listed, error) bool) {
 		for page, err := range s.pages(ctx, prefix, "") {
 			if err != nil {
-				yield("", err)
+				yield(store.Listed{}, err)
 				return
 			}
 			for _, o := range page.Items {
-				if !yield(strings.TrimPrefix(o.Name, s.prefix), nil) {
+				key := strings.TrimPrefix(o.Name, s.prefix)
+				info, err := o.info(key)
+				if err != nil {
+					yield(store.Listed{}, err)
+					return
+				}
+				if !yield(store.Listed{Key: key, Info: info}, nil) {
 					return
 				}
 			}

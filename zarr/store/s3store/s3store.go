@@ -286,13 +286,26 @@ func (s *Store) writable(key string) error {
 // List yields every key below prefix, 1000 per request.
 func (s *Store) List(ctx context.Context, prefix string) iter.Seq2[string, error] {
 	return func(yield func(string, error) bool) {
+		for l, err := range s.ListInfo(ctx, prefix) {
+			if !yield(l.Key, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+// ListInfo yields every value below prefix with its ETag, size and time,
+// 1000 per request: a listing's ETag is the one GETs return and condition on.
+func (s *Store) ListInfo(ctx context.Context, prefix string) iter.Seq2[store.Listed, error] {
+	return func(yield func(store.Listed, error) bool) {
 		for page, err := range s.pages(ctx, prefix, "") {
 			if err != nil {
-				yield("", err)
+				yield(store.Listed{}, err)
 				return
 			}
 			for _, o := range page.Contents {
-				if !yield(strings.TrimPrefix(aws.ToString(o.Key), s.prefix), nil) {
+				l := store.Listed{Key: strings.TrimPrefix(aws.ToString(o.Key), s.prefix), Info: describe(o.ETag, o.LastModified, o.Size, nil)}
+				if !yield(l, nil) {
 					return
 				}
 			}

@@ -28,6 +28,9 @@ func Run(t *testing.T, s Store) {
 	t.Run("Spans", func(t *testing.T) { spans(t, s) })
 	t.Run("Conditions", func(t *testing.T) { conditions(t, s) })
 	t.Run("Listing", func(t *testing.T) { listing(t, s) })
+	if l, ok := s.(store.InfoLister); ok {
+		t.Run("ListedGenerations", func(t *testing.T) { listedGenerations(t, s, l) })
+	}
 	t.Run("InvalidKeys", func(t *testing.T) { invalidKeys(t, s) })
 	t.Run("UpdateLosesNothing", func(t *testing.T) { updateLosesNothing(t, s) })
 }
@@ -220,4 +223,53 @@ func Increment(ctx context.Context, s store.Store, key string) error {
 		}
 		return store.Change{Value: [][]byte{[]byte(strconv.Itoa(n + 1))}}, nil
 	})
+}
+
+// listedGenerations: a listing describes each value with the generation
+// that reads return and condition on, so that one listing can tell which
+// of many values changed (engine revalidation).
+func listedGenerations(t *testing.T, s Store, l store.InfoLister) {
+	ctx := context.Background()
+	listed := func() map[string]store.Info {
+		got := map[string]store.Info{}
+		for v, err := range l.ListInfo(ctx, "gens") {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[v.Key] = v.Info
+		}
+		return got
+	}
+	put := map[string]store.Info{}
+	for _, k := range []string{"gens/a/c/0", "gens/a/c/1"} {
+		info, err := s.Put(ctx, k, [][]byte{[]byte(k)}, store.Cond{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		put[k] = info
+	}
+	before := listed()
+	if len(before) != len(put) {
+		t.Fatalf("ListInfo = %v, want the keys of %v", before, put)
+	}
+	for k, info := range before {
+		got, err := s.Stat(ctx, k)
+		if err != nil || info.Generation == "" || info.Generation != got.Generation || info.Generation != put[k].Generation || info.Size != int64(len(k)) {
+			t.Errorf("ListInfo describes %s as %+v; Stat says %+v (%v), Put said %+v", k, info, got, err, put[k])
+		}
+		if _, _, err := s.Get(ctx, k, store.Last(1), store.Cond{IfNoneMatch: info.Generation}); !errors.Is(err, store.ErrNotModified) {
+			t.Errorf("Get of %s if changed from its listed generation %q: %v, want ErrNotModified", k, info.Generation, err)
+		}
+		p := make([]byte, 1)
+		if err := s.ReadAt(ctx, k, info.Generation, p, 0); err != nil {
+			t.Errorf("ReadAt of %s at its listed generation: %v", k, err)
+		}
+	}
+	if _, err := s.Put(ctx, "gens/a/c/1", [][]byte{[]byte("replaced")}, store.Cond{}); err != nil {
+		t.Fatal(err)
+	}
+	after := listed()
+	if after["gens/a/c/0"].Generation != before["gens/a/c/0"].Generation || after["gens/a/c/1"].Generation == before["gens/a/c/1"].Generation {
+		t.Errorf("after replacing gens/a/c/1, ListInfo = %v; before %v", after, before)
+	}
 }
