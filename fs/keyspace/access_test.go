@@ -5,6 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,6 +25,7 @@ import (
 	"github.com/zarrfs/zarrfs/zarr/dtype"
 	"github.com/zarrfs/zarrfs/zarr/meta"
 	"github.com/zarrfs/zarrfs/zarr/store"
+	"github.com/zarrfs/zarrfs/zarr/store/s3store"
 	"github.com/zarrfs/zarrfs/zarr/store/s3store/s3test"
 )
 
@@ -232,5 +237,149 @@ func TestRevalidationRidesOnReads(t *testing.T) {
 	}
 	if got := readAccessChunk(t, c, 0); !bytes.Equal(got, newChunk(0)) || bytes.Equal(got, first) {
 		t.Errorf("c/0, cached before the shard was replaced: not the new shard's bytes")
+	}
+}
+
+// waitFor polls the FS's stats until done says so, for up to 20 s (what is
+// awaited runs in the background), and returns the last stats.
+func waitFor(f *keyspace.FS, done func(keyspace.Stats) bool) keyspace.Stats {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st := f.Stats()
+		if done(st) || time.Now().After(deadline) {
+			return st
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestLookupsInKeyOrderLoadIndexesAhead: a reader that looks up the chunk
+// files of an array in key order before reading any (node's readFile of
+// many files at once opens them all first) has the indexes of the next
+// shards loaded in the background once it has looked up chunks of two
+// consecutive shards, at once instead of one round trip after another on
+// its path: looking up their chunks then sends nothing.
+func TestLookupsInKeyOrderLoadIndexesAhead(t *testing.T) {
+	f, _, _ := accessFS(t, keyspace.Options{FetchAhead: true, Revalidate: time.Hour})
+	c := lookupDir(t, lookupDir(t, f.Root(keyspace.V3), "a"), "c")
+	ctx := context.Background()
+	before := f.Stats()
+	for _, i := range []int{0, 1, accessPerShard, accessPerShard + 1} { // shards 0 and 1
+		if _, err := c.Lookup(ctx, strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const ahead = 8 // the next shards' indexes loaded in the background
+	st := waitFor(f, func(st keyspace.Stats) bool { return requestDelta(before, st)["suffix GET"] >= 2+ahead })
+	if got := requestDelta(before, st)["suffix GET"]; got != 2+ahead {
+		t.Fatalf("%d index GETs after looking up chunks of shards 0 and 1; want %d (2 and the next %d)", got, 2+ahead, ahead)
+	}
+	before = st
+	for i := 2 * accessPerShard; i < (2+ahead)*accessPerShard; i++ {
+		if _, err := c.Lookup(ctx, strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := requestDelta(before, f.Stats()); len(got) != 0 {
+		t.Errorf("looking up the chunks of shards 2 to %d sent %v; want nothing", 1+ahead, got)
+	}
+}
+
+// TestDenseArrayFetchesFollowingShards: readers reading the chunks of two
+// consecutive shards densely, out of order, read the array densely in key
+// order: the shards after them are fetched ahead (as many as fit in a
+// quarter of the cache) before any reader gets there; reading them then
+// sends nothing.
+func TestDenseArrayFetchesFollowingShards(t *testing.T) {
+	const shardBytes = accessPerShard * accessChunk
+	const ahead = 4 // a quarter of the cache holds 4 shards (and their indexes)
+	const cache = 4 * ahead * (shardBytes + accessPerShard*16 + 4)
+	f, _, _ := accessFS(t, keyspace.Options{FetchAhead: true, Revalidate: time.Hour, CacheBytes: cache})
+	c := lookupDir(t, lookupDir(t, f.Root(keyspace.V3), "a"), "c")
+	order := make(chan int, 2*accessPerShard)
+	for pass := range 4 {
+		for i := pass; i < 2*accessPerShard; i += 4 {
+			order <- i
+		}
+	}
+	close(order)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for i := range order {
+				readAccessChunk(t, c, i)
+			}
+		})
+	}
+	wg.Wait()
+	want := uint64((2 + ahead) * shardBytes)
+	// Until their bytes have arrived (FetchedBytes counts them when asked for).
+	st := waitFor(f, func(st keyspace.Stats) bool { return st.Requests["bytes fetched"] >= want })
+	t.Logf("shards 0 and 1 read densely: %v; %d KiB of chunks fetched", st.Requests, st.FetchedBytes>>10)
+	if st.FetchedBytes != want {
+		t.Fatalf("%d KiB of chunks fetched after shards 0 and 1 were read; want %d KiB (and the next %d shards)", st.FetchedBytes>>10, want>>10, ahead)
+	}
+	// A chunk of each (a read of each alone, which fetches nothing ahead).
+	before := f.Stats()
+	for s := 2; s < 2+ahead; s++ {
+		readAccessChunk(t, c, s*accessPerShard+17)
+	}
+	if got := requestDelta(before, f.Stats()); len(got) != 0 {
+		t.Errorf("reading a chunk of each of shards 2 to %d sent %v; want nothing", 1+ahead, got)
+	}
+}
+
+// TestConcurrentReadersMakeAShardDense: four readers reading chunks of one
+// shard at once, far apart (no run, and too few of the array's recent
+// reads to prove anything in order), read it densely, as a reader pool
+// does: the rest of the shard is fetched ahead of them, and reading
+// another of its chunks then sends nothing. The S3 server is reached
+// through a proxy that forwards each request after 200 ms, so the four
+// reads wait on the store together.
+func TestConcurrentReadersMakeAShardDense(t *testing.T) {
+	dir := t.TempDir()
+	writeAccessStore(t, dir)
+	srv := s3test.Start(t)
+	srv.Bucket(t, "zarr")
+	srv.Upload(t, dir, "zarr", "store")
+	target, err := url.Parse(srv.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forward := httputil.NewSingleHostReverseProxy(target)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(200 * time.Millisecond)
+		forward.ServeHTTP(w, r)
+	}))
+	t.Cleanup(slow.Close)
+	srv.SetEnv(t)
+	opts := srv.Options()
+	opts.Endpoint, opts.ReadOnly = slow.URL, true
+	s, err := s3store.Open(context.Background(), "zarr", "store", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := openFSOver(t, s, keyspace.Options{FetchAhead: true, Revalidate: time.Hour})
+	c := lookupDir(t, lookupDir(t, f.Root(keyspace.V3), "a"), "c")
+	readAccessChunk(t, c, 0) // the shard's index loaded
+	first := f.Stats()
+	var wg sync.WaitGroup
+	for _, i := range []int{16, 32, 48, 63} {
+		wg.Go(func() { readAccessChunk(t, c, i) })
+	}
+	wg.Wait()
+	const shardBytes = accessPerShard * accessChunk
+	// Until the bytes of the rest of the shard have arrived.
+	st := waitFor(f, func(st keyspace.Stats) bool {
+		return requestDelta(first, st)["bytes fetched"] >= shardBytes-accessChunk
+	})
+	t.Logf("4 concurrent reads of chunks of shard 0: %v; %d KiB of chunks fetched", st.Requests, st.FetchedBytes>>10)
+	if st.FetchedBytes != shardBytes {
+		t.Fatalf("%d KiB of chunks fetched; want the whole shard, %d KiB", st.FetchedBytes>>10, shardBytes>>10)
+	}
+	before := st
+	readAccessChunk(t, c, 7)
+	if got := requestDelta(before, f.Stats()); len(got) != 0 {
+		t.Errorf("reading c/7 sent %v; want nothing", got)
 	}
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -198,4 +199,187 @@ func (a *Array) fetchShard(loc Location) {
 			a.fetchAheadSpan(l)
 		}
 	})
+}
+
+// shardRing is a short memory of shards, by key-order position in the
+// array's shard grid.
+type shardRing struct {
+	mu   sync.Mutex
+	pos  [16]int // position+1; 0 is empty
+	next int
+}
+
+// add remembers the shard at position p, and reports whether it was not
+// remembered yet.
+func (r *shardRing) add(p int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if slices.Contains(r.pos[:], p+1) {
+		return false
+	}
+	r.pos[r.next] = p + 1
+	r.next = (r.next + 1) % len(r.pos)
+	return true
+}
+
+func (r *shardRing) has(p int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Contains(r.pos[:], p+1)
+}
+
+// shardPosition is the key-order position in the shard grid of the shard
+// stored at key.
+func (a *Array) shardPosition(key string) (int, bool) {
+	if a.shard == nil {
+		return 0, false
+	}
+	rel, ok := strings.CutPrefix(key, a.z.Path+"/")
+	if a.z.Path == "" {
+		rel, ok = key, true
+	}
+	if !ok {
+		return 0, false
+	}
+	c, ok := a.z.ParseChunkKey(rel)
+	if !ok {
+		return 0, false
+	}
+	return nd.Linear(c, a.z.Grid()), true
+}
+
+// shardStep is the position of the shard k shards after the one at
+// position p, in key order (the last axis fastest) or, with firstFastest,
+// in the order with the first axis fastest (zarrita reads an array's
+// chunks so); false outside the grid.
+func (a *Array) shardStep(p, k int, firstFastest bool) (int, bool) {
+	grid := a.z.Grid()
+	if !firstFastest {
+		return p + k, p+k >= 0 && p+k < nd.Size(grid)
+	}
+	c := make([]int, len(grid))
+	nd.Unravel(p, grid, c)
+	rgrid := slices.Clone(grid)
+	slices.Reverse(rgrid)
+	slices.Reverse(c)
+	f := nd.Linear(c, rgrid) + k
+	if f < 0 || f >= nd.Size(grid) {
+		return 0, false
+	}
+	nd.Unravel(f, rgrid, c)
+	slices.Reverse(c)
+	return nd.Linear(c, grid), true
+}
+
+// nextShards are the positions of the shards that readers visiting the
+// shard at p and others of ring next: up to n after p, or after its
+// neighbour, in the order in which p neighbours a shard of ring; none
+// when it neighbours none.
+func (a *Array) nextShards(ring *shardRing, p, n int) []int {
+	for _, firstFastest := range []bool{false, true} {
+		from := p
+		if q, ok := a.shardStep(p, 1, firstFastest); ok && ring.has(q) {
+			from = q
+		} else if q, ok := a.shardStep(p, -1, firstFastest); !ok || !ring.has(q) {
+			continue
+		}
+		var next []int
+		for k := 1; k <= n; k++ {
+			q, ok := a.shardStep(from, k, firstFastest)
+			if !ok {
+				break
+			}
+			next = append(next, q)
+		}
+		return next
+	}
+	return nil
+}
+
+// shardAt is the store key of the shard at key-order position p; false
+// when the store's listing shows it absent.
+func (a *Array) shardAt(p int) (string, bool) {
+	grid := a.z.Grid()
+	c := make([]int, len(grid))
+	nd.Unravel(p, grid, c)
+	if a.unlisted(c) {
+		return "", false
+	}
+	return a.z.ChunkKey(c), true
+}
+
+// aheadKey marks the context of loads made ahead of readers, which do not
+// start more of them (loadFollowing).
+type aheadKey struct{}
+
+// loadFollowing is told that a reader loaded the index of the shard at
+// key. When the index of a shard next to it (in key order, or with the
+// first axis fastest) was loaded lately too, readers visit the shards in
+// that order (as a reader opening every chunk file of an array before
+// reading any does: node's readFile of many files at once): the indexes
+// of the next remoteFetchesAhead shards are loaded in the background, at
+// once, instead of one round trip after another on the readers' path.
+func (a *Array) loadFollowing(ctx context.Context, key string) {
+	p, ok := a.shardPosition(key)
+	if !ok {
+		return
+	}
+	a.loaded.add(p)
+	if !a.e.opts.ReadAhead || a.e.files != nil || ctx.Value(aheadKey{}) != nil {
+		return
+	}
+	ahead := context.WithValue(a.e.bg, aheadKey{}, true)
+	for _, q := range a.nextShards(&a.loaded, p, remoteFetchesAhead) {
+		k, ok := a.shardAt(q)
+		if !ok {
+			continue
+		}
+		if _, cached := a.e.cache.Peek(objectKey(k)); cached {
+			continue
+		}
+		if !a.e.fetch(func() { a.object(ahead, k, false) }) {
+			return
+		}
+	}
+}
+
+// fetchFollowing is told that the shard at loc is read densely. When a
+// shard next to it (as loadFollowing sees it) was too, the array is read
+// densely in that order (as concurrent readers of all its chunks read it):
+// the next shards are fetched ahead like a dense one (fetchShard), their
+// indexes first, as many as remoteFetchesAhead and a quarter of the cache
+// allow, so that readers reaching them find them cached instead of proving
+// each dense again one round trip at a time.
+func (a *Array) fetchFollowing(loc Location) {
+	p, ok := a.shardPosition(loc.Key)
+	if !a.e.opts.ReadAhead || !ok || !a.dense.add(p) {
+		return
+	}
+	r := &a.e.ahead
+	n := remoteFetchesAhead
+	if loc.Size > 0 {
+		n = int(min(int64(n), max(1, a.e.opts.CacheBytes/4/loc.Size)))
+	}
+	ahead := context.WithValue(a.e.bg, aheadKey{}, true)
+	for _, q := range a.nextShards(&a.dense, p, n) {
+		k, ok := a.shardAt(q)
+		if !ok {
+			continue
+		}
+		r.work.Go(func() {
+			select {
+			case r.fetches <- struct{}{}:
+			case <-a.e.bg.Done():
+				return
+			}
+			s, err := a.object(ahead, k, false)
+			<-r.fetches
+			if err != nil || s.index == nil {
+				return
+			}
+			if stored := s.sorted(); len(stored) > 0 {
+				a.fetchShard(Location{Key: k, Gen: s.info.Generation, Size: s.info.Size, Off: stored[0].off, N: stored[0].n})
+			}
+		})
+	}
 }

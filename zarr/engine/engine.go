@@ -193,10 +193,17 @@ type Array struct {
 	chain  []meta.Codec
 	// recent are the shards of the last reads from a store read by ranges.
 	recent recent
+	// dense are the shards lately found read densely, and loaded those
+	// whose indexes were lately loaded, by key-order position (see
+	// fetchFollowing and loadFollowing).
+	dense, loaded shardRing
 	// fetched is the key-order position of the first chunk that no walk
 	// of walkAhead has found cached or fetching.
 	mu      sync.Mutex
 	fetched int
+	// misses counts, by shard key, the reads waiting on its chunks'
+	// fetches (see waiting).
+	misses map[string]int
 }
 
 // Array returns a reader of the inner chunks of a.

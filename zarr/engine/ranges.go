@@ -19,8 +19,10 @@ import (
 // doubles its requests: a shard read once in a while (a random reader)
 // fetches its chunk alone, and one that many recent reads touched, in any
 // order (threads, processes, async tasks), fetches twice as far with each
-// read up to coalesceMax, and becomes dense: its remaining chunks are
-// fetched ahead of the readers (fetchShard). A span never crosses
+// read up to coalesceMax, and becomes dense (so does one whose chunks
+// several readers wait for at once): its remaining chunks are fetched
+// ahead of the readers (fetchShard), and the next shards too when the one
+// next to it is dense (fetchFollowing). A span never crosses
 // a gap over coalesceGap and stops at a chunk cached or being fetched, so
 // concurrent readers do not fetch bytes twice. A span is read from the
 // aligned blocks that cover it (fetchRange), the unit of the disk cache
@@ -41,6 +43,11 @@ const (
 	// visit many shards in turn).
 	denseReads = 8
 	denseRun   = 8
+	// concurrentMisses reads waiting at once on fetches of one shard's
+	// chunks make it dense, whatever the order of their chunks: many
+	// readers (threads, async tasks) read it together. One reader at a
+	// time, as a random reader, never does.
+	concurrentMisses = 3
 )
 
 // storedRange is where one chunk's bytes lie in its shard.
@@ -101,6 +108,7 @@ func (a *Array) Touched(loc Location) {
 	}
 	if recent >= denseReads || run >= denseRun {
 		a.fetchShard(loc)
+		a.fetchFollowing(loc)
 	}
 }
 
@@ -160,6 +168,9 @@ func (a *Array) readRange(ctx context.Context, loc Location) ([]byte, error) {
 	}
 	e := a.e
 	key := chunkRangeKey(loc)
+	if e.opts.ReadAhead && !e.cache.Contains(key) {
+		defer a.waiting(loc)()
+	}
 	// Other readers of the chunk wait for this load: each leaves when its
 	// request is interrupted, and the fetch stops when all have.
 	v, err := e.cache.GetOrLoad(ctx, key, func(ctx context.Context) (any, int64, error) {
@@ -193,6 +204,30 @@ func (a *Array) readRange(ctx context.Context, loc Location) ([]byte, error) {
 		return nil, err
 	}
 	return v.([]byte), nil
+}
+
+// waiting counts a read of the chunk at loc waiting on its fetch until
+// the function returned is called; with concurrentMisses waiting on one
+// shard's chunks at once, the shard is read densely.
+func (a *Array) waiting(loc Location) func() {
+	a.mu.Lock()
+	if a.misses == nil {
+		a.misses = map[string]int{}
+	}
+	a.misses[loc.Key]++
+	n := a.misses[loc.Key]
+	a.mu.Unlock()
+	if n >= concurrentMisses {
+		a.fetchShard(loc)
+		a.fetchFollowing(loc)
+	}
+	return func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if a.misses[loc.Key]--; a.misses[loc.Key] <= 0 {
+			delete(a.misses, loc.Key)
+		}
+	}
 }
 
 // span is one ranged read of a shard: the chunks it fetches, in offset

@@ -75,6 +75,9 @@ func (a *Array) object(ctx context.Context, key string, fresh bool) (*objectStat
 		return nil, err
 	}
 	s := v.(*objectState)
+	if loaded {
+		a.loadFollowing(ctx, key)
+	}
 	if loaded || !fresh && s.current(e) {
 		return s, nil
 	}
