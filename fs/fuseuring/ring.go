@@ -17,7 +17,6 @@ const (
 	setupCQSize  = 1 << 3  // IORING_SETUP_CQSIZE
 	enterGetEvts = 1       // IORING_ENTER_GETEVENTS
 
-	opNop      = 0  // IORING_OP_NOP
 	opPollAdd  = 6  // IORING_OP_POLL_ADD
 	opURingCmd = 46 // IORING_OP_URING_CMD
 

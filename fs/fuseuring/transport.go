@@ -1,7 +1,8 @@
 // Package fuseuring serves a go-fuse file system over FUSE-over-io_uring
 // (Linux 6.14+, the fuse module's enable_uring parameter), which go-fuse
 // does not speak (hanwen/go-fuse#560): one request queue per CPU, and a
-// request and its reply cost no read(2) and write(2) on /dev/fuse.
+// request and its reply cost no read(2) and write(2) on /dev/fuse and no
+// wakeup of a thread on another CPU.
 //
 // The package only moves bytes. go-fuse's Server mounts and answers the
 // kernel's INIT, and keeps serving /dev/fuse, where the kernel still sends
@@ -24,20 +25,13 @@
 //     the file system must not keep a coroutine (iter.Pull) across requests,
 //     since Go resumes one only on the thread that made it.
 //
-// A queue overlaps its requests, as go-fuse's /dev/fuse readers do: every
-// thread of the queue that serves no request waits on the ring, and the
-// one that takes a request serves it on its own thread (no hand-off on the
-// way of a quick request), first starting another thread if none would be
-// left waiting. So a request waiting on the store holds its entry and its
-// thread, not the queue. And the kernel hands a request to an entry on the
-// thread that gave the entry back, which waits on the ring too: that
-// thread wakes and serves it: a request waits for one wakeup, as on
-// /dev/fuse. (With
-// one leader waiting on the ring and the others on a Go channel, the
-// entry's thread woke only to hand the request to the leader, which woke
-// in turn: two wakeups in a row, each slow on a loaded machine.) A queue
-// keeps depth entries registered, the most requests of its CPU under way
-// at once (and at most depth+1 threads); beyond them the kernel holds
+// A queue overlaps its requests, as go-fuse's /dev/fuse readers do: one of
+// its threads leads, waiting on the ring and serving a request on its own
+// thread (no hand-off on the way of a quick request), and a request slower
+// than slowRequest hands the lead to another thread of the queue, so one
+// waiting on the store holds its entry and its thread, not the queue. A
+// queue keeps depth entries registered, the most requests of its CPU under
+// way at once (and at most depth+1 threads); beyond them the kernel holds
 // requests until an entry is given back.
 package fuseuring
 
@@ -54,6 +48,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -280,7 +275,8 @@ func start(devFD int, server *fuse.Server, opts *fuse.MountOptions) (*Transport,
 	payloadSize := entryBytes(opts.MaxWrite) - entryPayloadOffset
 	errs := make(chan error, cpus)
 	for qid := range cpus {
-		q := &queue{t: t, ps: ps, qid: qid, depth: queueDepth(cpus, opts.MaxWrite), payloadSize: payloadSize}
+		q := &queue{t: t, ps: ps, qid: qid, depth: queueDepth(cpus, opts.MaxWrite), payloadSize: payloadSize,
+			lead: make(chan struct{}, 1), ended: make(chan struct{})}
 		t.queues = append(t.queues, q)
 		t.done.Add(1)
 		go q.run(errs)
@@ -344,9 +340,12 @@ func possibleCPUs() (int, error) {
 }
 
 // queue is the ring of one CPU, its entries, and the locked threads that
-// serve them (see the package comment). Threads never end before the
-// queue does: the kernel cancels the commands a thread submitted when it
-// exits.
+// serve them. One thread leads: it waits on the ring and serves what comes
+// on its own thread, as go-fuse's /dev/fuse readers do. A request that
+// takes longer than slowRequest hands the lead to another thread (an idle
+// one, or a new one), so it holds its entry and its thread, not the
+// queue. Threads never end before the queue does: the kernel cancels the
+// commands a thread submitted when it exits.
 type queue struct {
 	t           *Transport
 	ps          *fuse.ProtocolServer
@@ -355,17 +354,22 @@ type queue struct {
 	payloadSize int
 	entries     []*entry
 
+	lead    chan struct{}  // holds the lead while no thread has it
+	ended   chan struct{}  // closed when the queue ends
+	end     sync.Once      // closes ended
 	threads sync.WaitGroup // the queue's threads
 
 	mu      sync.Mutex // guards the ring (but wait) and what follows
 	ring    *ring
 	live    int  // entries the kernel has not ended
 	stopped bool // the transport was stopped
-	started int  // threads started
-	waiting int  // threads waiting on the ring
+	idle    int  // threads waiting for the lead
 
 	inFlight atomic.Int32 // requests being served
 }
+
+// slowRequest is how long a request may keep the lead of its queue.
+const slowRequest = 200 * time.Microsecond
 
 // entry is one request buffer registered with the kernel: the header, the
 // iovecs that describe it to the kernel, and the payload, in memory of its
@@ -384,21 +388,30 @@ const (
 	entryPayloadOffset = 4096
 )
 
-// run sets the queue up on its first thread, which then serves, and
+// run sets the queue up on its first thread, which then leads, and
 // releases the queue once every thread has ended.
 func (q *queue) run(started chan<- error) {
 	defer q.t.done.Done()
 	q.threads.Add(1)
-	q.started = 1
-	runtime.LockOSThread() // for good: see the package comment
+	lockToCPU(q.qid)
 	err := q.setUp()
 	started <- err
 	if err == nil {
-		q.serve()
+		q.serve(true, false)
 	}
 	q.threads.Done()
 	q.threads.Wait()
 	q.tearDown()
+}
+
+// lockToCPU keeps the calling goroutine on its thread for good (a locked
+// goroutine's thread ends with it; see the package comment) and pins the
+// thread to cpu.
+func lockToCPU(cpu int) {
+	runtime.LockOSThread()
+	var cpus unix.CPUSet
+	cpus.Set(cpu)
+	unix.SchedSetaffinity(0, &cpus) // an offline CPU: run anywhere
 }
 
 func (q *queue) setUp() error {
@@ -464,36 +477,71 @@ func (q *queue) queueCmd(i int, cmd uint32) {
 	binary.NativeEndian.PutUint16(area[16:18], uint16(q.qid))
 }
 
-// thread is a thread of the queue beyond its first.
+// thread is a thread of the queue beyond its first, counted as idle by
+// handOver: it waits for the lead and serves, until the queue ends.
 func (q *queue) thread() {
 	defer q.threads.Done()
-	// Locked for good (see the package comment), but not pinned to the
-	// queue's CPU: the kernel picks the queue by the CPU the requester
-	// runs on, which is busy with it; the thread runs wherever the
-	// scheduler finds room.
-	runtime.LockOSThread()
-	q.serve()
+	lockToCPU(q.qid)
+	q.serve(false, true)
 }
 
-// serve takes the completions of the ring, waiting on it when there is
-// none, and serves the requests on this thread, until the queue ends.
-func (q *queue) serve() {
+// serve leads the queue when it has the lead (or when it receives it)
+// and waits for the lead again when it hands it over, until the queue
+// ends. counted says the thread is counted as idle already.
+func (q *queue) serve(leading, counted bool) {
+	l := &leader{q: q, handedOver: make(chan struct{}, 1)}
+	l.slow = time.AfterFunc(time.Hour, func() {
+		q.handOver()
+		l.handedOver <- struct{}{}
+	})
+	l.slow.Stop()
+	for {
+		if !leading {
+			if !counted {
+				q.mu.Lock()
+				q.idle++
+				q.mu.Unlock()
+			}
+			counted = false
+			select {
+			case <-q.lead:
+			case <-q.ended:
+				return
+			}
+			q.mu.Lock()
+			q.idle--
+			q.mu.Unlock()
+		}
+		if !l.leadUntilSlow() {
+			return
+		}
+		leading = false
+	}
+}
+
+// leader is a thread's part in leading its queue.
+type leader struct {
+	q          *queue
+	slow       *time.Timer   // hands the lead over when a request is slow
+	handedOver chan struct{} // slow has handed the lead over
+}
+
+// leadUntilSlow takes the completions of the ring, and serves the
+// requests, on this thread, until a request is slow (it returns true,
+// another thread having the lead), or the queue ends (false).
+func (l *leader) leadUntilSlow() bool {
+	q := l.q
 	for {
 		q.mu.Lock()
 		if q.live == 0 || q.stopped {
-			if q.waiting > 0 {
-				// Wake a thread that waits on the ring, which ends in
-				// turn, and so on: the ring has nothing more to say.
-				q.wakeOne()
-			}
 			q.mu.Unlock()
-			return
+			q.end.Do(func() { close(q.ended) })
+			return false
 		}
 		c, ok := q.ring.pop()
-		request, spawn := -1, false
+		request := -1
 		switch {
 		case !ok:
-			q.waiting++
 		case c.userData == wakeTag:
 			q.stopped = true
 		case retry(c):
@@ -503,41 +551,30 @@ func (q *queue) serve() {
 			q.live-- // ENOTCONN: the connection is gone
 		default:
 			request = int(c.userData)
-			// A request that waits holds this thread: another must
-			// wait on the ring meanwhile.
-			if spawn = q.waiting == 0 && q.started <= q.depth; spawn {
-				q.started++
-				q.threads.Add(1)
-			}
 		}
 		q.mu.Unlock()
 		if !ok {
-			err := q.ring.wait()
-			q.mu.Lock()
-			q.waiting--
-			if err != nil {
+			if err := q.ring.wait(); err != nil {
+				q.mu.Lock()
 				q.stopped = true
+				q.mu.Unlock()
 			}
-			q.mu.Unlock()
 			continue
 		}
-		if spawn {
-			go q.thread()
+		if request < 0 {
+			continue
 		}
-		if request >= 0 {
-			q.serveAndCommit(request)
+		l.slow.Reset(slowRequest)
+		q.handle(request)
+		q.mu.Lock()
+		q.queueCmd(request, cmdCommitAndFetch)
+		q.submit()
+		q.mu.Unlock()
+		if !l.slow.Stop() {
+			<-l.handedOver
+			return true
 		}
 	}
-}
-
-// serveAndCommit serves the request in entry i and gives the reply and
-// the entry back to the kernel.
-func (q *queue) serveAndCommit(i int) {
-	q.handle(i)
-	q.mu.Lock()
-	q.queueCmd(i, cmdCommitAndFetch)
-	q.submit()
-	q.mu.Unlock()
 }
 
 // submit hands the ring what is queued; q.mu is held. The kernel cannot
@@ -548,15 +585,19 @@ func (q *queue) submit() {
 	}
 }
 
-// wakeOne makes one thread waiting on the ring return, by a no-op that
-// completes at once with wakeTag; q.mu is held.
-func (q *queue) wakeOne() {
-	s, _, ok := q.ring.next()
-	if !ok {
-		return // the slots hold commands, whose completions wake it
+// handOver gives the lead to a thread that waits for it, or to a new one.
+func (q *queue) handOver() {
+	q.mu.Lock()
+	spawn := q.idle == 0
+	if spawn {
+		q.idle++ // at once: the next hand-over must not count on another
+		q.threads.Add(1)
 	}
-	s.opcode, s.userData = opNop, wakeTag
-	q.ring.submit()
+	q.mu.Unlock()
+	if spawn {
+		go q.thread()
+	}
+	q.lead <- struct{}{}
 }
 
 // handle serves the request in entry i and leaves the reply in it.
