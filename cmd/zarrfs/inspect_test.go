@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -80,17 +81,37 @@ func TestCheckAndInfoRequestsOfRemoteStores(t *testing.T) {
 	const besides = 6
 
 	var requests atomic.Int64
-	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var mu sync.Mutex
+	kinds := map[string]int{}
+	record := func(r *http.Request) {
 		requests.Add(1)
+		kind := r.Method
+		switch {
+		case r.URL.Query().Has("list-type"):
+			kind = "LIST"
+		case r.Header.Get("Range") != "":
+			kind += " " + r.Header.Get("Range")
+		}
+		mu.Lock()
+		kinds[kind]++
+		mu.Unlock()
+	}
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		record(r)
 		http.FileServer(http.Dir(dir)).ServeHTTP(w, r)
 	}))
 	t.Cleanup(web.Close)
 	count := func(args ...string) (int, string) {
 		t.Helper()
 		requests.Store(0)
+		mu.Lock()
+		clear(kinds)
+		mu.Unlock()
 		code, out, errs := runCLI(t, args...)
 		n := int(requests.Load())
-		t.Logf("zarrfs %s: exit %d, %d requests\n%s%s", strings.Join(args, " "), code, n, out, errs)
+		mu.Lock()
+		t.Logf("zarrfs %s: exit %d, %d requests %v\n%s%s", strings.Join(args, " "), code, n, kinds, out, errs)
+		mu.Unlock()
 		if code != 0 {
 			t.Fatalf("zarrfs %s exited %d", args[0], code)
 		}
@@ -111,7 +132,7 @@ func TestCheckAndInfoRequestsOfRemoteStores(t *testing.T) {
 	srv.Upload(t, dir, "zarr", "many")
 	srv.SetEnv(t)
 	proxy := faultproxy.Start(t, srv.Endpoint)
-	proxy.SetRule(func(*http.Request) faultproxy.Fault { requests.Add(1); return faultproxy.Fault{} })
+	proxy.SetRule(func(r *http.Request) faultproxy.Fault { record(r); return faultproxy.Fault{} })
 	s3 := []string{"--s3-endpoint", proxy.URL, "--s3-path-style", "s3://zarr/many"}
 	count(append([]string{"check"}, s3...)...)
 	count(append([]string{"info"}, s3...)...)
