@@ -132,9 +132,8 @@ func (a *Array) ReadShardIndex(ctx context.Context, key string, cond store.Cond)
 
 // ShardIndexIn decodes the index of a shard of size bytes from b, the
 // bytes at offset at of the shard; found is false when b does not hold
-// the index. An index
-// that does not decode or does not fit the shard is an error wrapping
-// sharding.ErrInvalidIndex.
+// the index. An index that does not decode or does not fit the shard is
+// an error wrapping sharding.ErrInvalidIndex.
 func (a *Array) ShardIndexIn(b []byte, at, size int64) (ix *sharding.Index, found bool, err error) {
 	n := int64(a.shard.IndexSize())
 	if size < n {
