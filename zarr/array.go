@@ -119,11 +119,32 @@ func (a *Array) ReadShardIndex(ctx context.Context, key string, cond store.Cond)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
 		return nil, info, err
 	}
-	if err != nil || info.Size < n {
-		return nil, info, fmt.Errorf("%w: shard of %d bytes is shorter than its %d-byte index", sharding.ErrInvalidIndex, info.Size, n)
+	if err != nil {
+		info.Size = min(info.Size, n-1) // a range past the end: shorter than the index
 	}
-	ix, err := a.shard.DecodeIndex(b, info.Size)
+	at := int64(0)
+	if !a.shard.IndexAtStart() {
+		at = info.Size - int64(len(b))
+	}
+	ix, _, err := a.ShardIndexIn(b, at, info.Size)
 	return ix, info, err
+}
+
+// ShardIndexIn decodes the index of a shard of size bytes from b, the
+// bytes at offset at of the shard; found is false when b does not hold
+// the index. An index that does not decode or does not fit the shard is
+// an error wrapping sharding.ErrInvalidIndex.
+func (a *Array) ShardIndexIn(b []byte, at, size int64) (ix *sharding.Index, found bool, err error) {
+	n := int64(a.shard.IndexSize())
+	if size < n {
+		return nil, true, fmt.Errorf("%w: shard of %d bytes is shorter than its %d-byte index", sharding.ErrInvalidIndex, size, n)
+	}
+	start := a.shard.IndexOffset(size)
+	if start < at || start+n > at+int64(len(b)) {
+		return nil, false, nil
+	}
+	ix, err = a.shard.DecodeIndex(b[start-at:start-at+n], size)
+	return ix, true, err
 }
 
 // Grid is the number of chunks (shards) along each axis.

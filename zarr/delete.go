@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/zarrfs/zarrfs/zarr/meta"
+	"github.com/zarrfs/zarrfs/zarr/nd"
 	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
@@ -158,7 +159,7 @@ func (d Deleted) Chunks(ctx context.Context) iter.Seq2[string, error] {
 			if linked, err := store.Linked(a.store, key); err != nil || linked {
 				continue
 			}
-			if r := a.InspectChunk(ctx, coords, a.shard == nil); r.Err != nil {
+			if !a.provesChunk(ctx, key, coords) {
 				continue
 			}
 			if !yield(key, nil) {
@@ -166,6 +167,27 @@ func (d Deleted) Chunks(ctx context.Context) iter.Seq2[string, error] {
 			}
 		}
 	}
+}
+
+// provesChunk reports whether the value at key, of the chunk (shard) at
+// grid coordinates, is the array's: a shard whose index decodes and whose
+// stored inner chunks all lie in the array, or a chunk that decodes.
+func (a *Array) provesChunk(ctx context.Context, key string, coords []int) bool {
+	if a.shard == nil {
+		_, found, err := a.ReadChunk(ctx, coords)
+		return found && err == nil
+	}
+	ix, _, err := a.ReadShardIndex(ctx, key, store.Cond{})
+	if err != nil {
+		return false
+	}
+	grid := a.InnerGrid()
+	for i := range ix.Len() {
+		if _, _, ok := ix.Chunk(i); ok && !nd.Inside(a.InnerCoords(coords, i), grid) {
+			return false
+		}
+	}
+	return true
 }
 
 // Finish deletes the deleted array's chunks and then its tombstone (only

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/engine"
 	"github.com/zarrfs/zarrfs/zarr/writeback"
 )
 
@@ -24,19 +24,24 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(stderr, err)
 	}
 	defer o.store.Close()
-	nodes := o.nodes
-	var broken []zarr.ChunkReport
+	e := engine.New(o.store, engine.Options{})
+	defer e.Close()
+	var broken []engine.ObjectReport
 	arrays, chunks := 0, 0
-	for _, n := range nodes {
+	for _, n := range o.nodes {
 		if n.Err != nil {
-			broken = append(broken, zarr.ChunkReport{Key: n.Path, Err: n.Err})
+			broken = append(broken, engine.ObjectReport{Key: n.Path, Err: n.Err})
 			continue
 		}
 		if n.Array == nil {
 			continue
 		}
 		arrays++
-		for r := range n.Array.InspectStored(ctx, true, runtime.GOMAXPROCS(0)*2) {
+		for r, err := range e.Array(n.Array).Inspect(ctx, true, runtime.GOMAXPROCS(0)*2) {
+			if err != nil {
+				broken = append(broken, engine.ObjectReport{Key: r.Key, Err: fmt.Errorf("list chunks: %w", err)})
+				break
+			}
 			chunks++
 			if r.Err != nil {
 				broken = append(broken, r)
@@ -46,7 +51,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err := ctx.Err(); err != nil {
 		return fail(stderr, err)
 	}
-	slices.SortFunc(broken, func(a, b zarr.ChunkReport) int { return cmp.Compare(a.Key, b.Key) })
+	slices.SortFunc(broken, func(a, b engine.ObjectReport) int { return cmp.Compare(a.Key, b.Key) })
 	for _, r := range broken {
 		fmt.Fprintf(stdout, "BROKEN %s: %s\n", r.Key, strings.ReplaceAll(r.Err.Error(), "\n", "; "))
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/zarrfs/zarrfs/zarr/engine"
 	"github.com/zarrfs/zarrfs/zarr/writeback"
 )
 
@@ -22,28 +23,32 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if _, err := finishDeletes(ctx, o, fs.Arg(1), stdout); err != nil {
 		return fail(stderr, err)
 	}
-	nodes := o.nodes
+	e := engine.New(o.store, engine.Options{})
+	defer e.Close()
 	var shards, compacted int
 	var reclaimed int64
 	failed := false
-	for _, n := range nodes {
+	for _, n := range o.nodes {
 		if n.Array == nil || n.Array.Sharding() == nil {
 			continue
 		}
-		for coords, err := range n.Array.StoredChunks(ctx) {
+		for r, err := range e.Array(n.Array).Inspect(ctx, false, 1) {
 			if err != nil {
 				return fail(stderr, err)
 			}
 			shards++
-			r, err := writeback.Compact(ctx, n.Array, coords)
+			if r.Err == nil && r.Dead == 0 {
+				continue // its index shows nothing to reclaim: not read whole
+			}
+			got, err := writeback.Compact(ctx, n.Array, r.Coords)
 			if err != nil {
-				fmt.Fprintf(stdout, "SKIPPED %s: %v\n", n.Array.ChunkKey(coords), err)
+				fmt.Fprintf(stdout, "SKIPPED %s: %v\n", r.Key, err)
 				failed = true
 				continue
 			}
-			if r > 0 {
+			if got > 0 {
 				compacted++
-				reclaimed += r
+				reclaimed += got
 			}
 		}
 	}

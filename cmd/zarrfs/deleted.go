@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 
 	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
 // deletedPrefix is the store prefix below path where check and compact
@@ -23,6 +25,9 @@ func deletedPrefix(path string) string {
 func reportDeleted(ctx context.Context, o *openedStore, path string, stdout io.Writer) (bool, error) {
 	left := false
 	for d, err := range zarr.FindDeleted(ctx, o.store, deletedPrefix(path)) {
+		if errors.Is(err, store.ErrNoListing) {
+			return false, nil // a web server: no tombstone is found, nor written
+		}
 		if err != nil {
 			return left, err
 		}

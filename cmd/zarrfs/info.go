@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/engine"
 	"github.com/zarrfs/zarrfs/zarr/meta"
 	"github.com/zarrfs/zarrfs/zarr/nd"
 	"github.com/zarrfs/zarrfs/zarr/store"
@@ -58,9 +59,11 @@ func runInfo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "zarrfs: warning: %v\n", err)
 	}
 	nodes := o.nodes
+	e := engine.New(o.store, engine.Options{})
+	defer e.Close()
 	infos := make([]nodeInfo, len(nodes))
 	for i, n := range nodes {
-		infos[i] = describe(ctx, n)
+		infos[i] = describe(ctx, e, n)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -113,7 +116,7 @@ func openNodes(ctx context.Context, storeArg, path string, sf storeFlags, readOn
 }
 
 // describe gathers a node's info, reading every shard index of arrays.
-func describe(ctx context.Context, n *zarr.Node) nodeInfo {
+func describe(ctx context.Context, e *engine.Engine, n *zarr.Node) nodeInfo {
 	in := nodeInfo{Path: "/" + n.Path, Kind: "group", Format: n.Format, Attributes: n.Attributes}
 	if n.Kind == zarr.ArrayKind {
 		in.Kind = "array"
@@ -141,8 +144,8 @@ func describe(ctx context.Context, n *zarr.Node) nodeInfo {
 		}
 		innerTotal = nd.Size(nd.Grid(a.Shape, sh.ChunkShape()))
 	}
-	for r := range a.InspectStored(ctx, false, runtime.GOMAXPROCS(0)*4) {
-		if r.Err != nil {
+	for r, err := range e.Array(a).Inspect(ctx, false, runtime.GOMAXPROCS(0)*4) {
+		if err != nil || r.Err != nil {
 			in.BrokenChunks++
 			continue
 		}

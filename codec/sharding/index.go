@@ -62,6 +62,14 @@ func (ix *Index) Stored() (chunks int, bytes int64) {
 	return chunks, bytes
 }
 
+// DeadBytes is how many bytes of a shard of size bytes with index ix
+// neither the index nor a stored inner chunk covers: what rewriting the
+// shard densely reclaims.
+func (c *Codec) DeadBytes(ix *Index, size int64) int64 {
+	_, used := ix.Stored()
+	return max(size-used-int64(c.indexSize), 0)
+}
+
 // IndexOffset is where the index lies in a shard of size bytes.
 func (c *Codec) IndexOffset(size int64) int64 {
 	if c.atStart {

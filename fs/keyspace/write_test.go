@@ -2,6 +2,7 @@ package keyspace_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/zarrfs/zarrfs/fs/keyspace"
+	"github.com/zarrfs/zarrfs/zarr/engine"
 	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/writeback"
 	"github.com/zarrfs/zarrfs/zarr/zarrtest"
@@ -260,11 +262,13 @@ func TestWriteAfterFsync(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := zarrtest.OpenHierarchy(t, dir, true)
+	e := engine.New(h.Store, engine.Options{})
+	defer e.Close()
 	for _, tc := range cases {
 		n, _ := h.Node(tc.array)
-		for r := range n.Array.InspectStored(ctx, true, 1) {
-			if r.Err != nil {
-				t.Errorf("%s: the published shard is broken: %v", tc.array, r.Err)
+		for r, err := range e.Array(n.Array).Inspect(ctx, true, 1) {
+			if err != nil || r.Err != nil {
+				t.Errorf("%s: the published shard is broken: %v", tc.array, cmp.Or(err, r.Err))
 			}
 		}
 	}

@@ -30,8 +30,7 @@ func Compact(ctx context.Context, a *zarr.Array, shard []int) (reclaimed int64, 
 		if err != nil {
 			return store.Change{}, fmt.Errorf("cannot compact: %w", err)
 		}
-		_, used := ix.Stored()
-		if dead := size - used - int64(sh.IndexSize()); dead > 0 {
+		if dead := sh.DeadBytes(ix, size); dead > 0 {
 			reclaimed = dead
 			return rebuild(sh, cur, ix, nil)
 		}
