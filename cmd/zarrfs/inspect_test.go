@@ -15,7 +15,6 @@ import (
 	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/dtype"
 	"github.com/zarrfs/zarrfs/zarr/meta"
-	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/store/s3store/s3test"
 	"github.com/zarrfs/zarrfs/zarr/store/storetest/faultproxy"
 	"github.com/zarrfs/zarrfs/zarr/zarrtest"
@@ -34,10 +33,7 @@ const (
 func writeManyChunks(t *testing.T, dir string) string {
 	t.Helper()
 	ctx := context.Background()
-	s, err := store.OpenDir(dir, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := zarrtest.OpenStore(t, dir)
 	defer s.Close()
 	m := &meta.ArrayV3{
 		Shape: []int{manyShards * innerPerShard * innerBytes}, DataType: dtype.TypeUint8, ChunkShape: []int{innerPerShard * innerBytes},

@@ -23,6 +23,7 @@ import (
 	"github.com/zarrfs/zarrfs/zarr/meta"
 	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/store/storetest"
+	"github.com/zarrfs/zarrfs/zarr/zarrtest"
 )
 
 // The test array "a": shards shards of perShard uncompressed inner
@@ -56,10 +57,7 @@ func writeArray(t *testing.T, dir string, version int, skip func(i int) bool) {
 func writeArrayWith(t *testing.T, dir string, inner []meta.Codec, version int, skip func(i int) bool) {
 	t.Helper()
 	ctx := context.Background()
-	s, err := store.OpenDir(dir, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := zarrtest.OpenStore(t, dir)
 	defer s.Close()
 	m := &meta.ArrayV3{
 		Shape: []int{chunks * chunkBytes}, DataType: dtype.TypeUint8, ChunkShape: []int{perShard * chunkBytes},

@@ -13,6 +13,7 @@ import (
 	"github.com/zarrfs/zarrfs/zarr/engine"
 	"github.com/zarrfs/zarrfs/zarr/meta"
 	"github.com/zarrfs/zarrfs/zarr/store"
+	"github.com/zarrfs/zarrfs/zarr/zarrtest"
 )
 
 // The array of TestInspect: a large shard (larger than the block a
@@ -27,10 +28,7 @@ const (
 func writeInspected(t *testing.T, dir string) {
 	t.Helper()
 	ctx := context.Background()
-	s, err := store.OpenDir(dir, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := zarrtest.OpenStore(t, dir)
 	defer s.Close()
 	m := &meta.ArrayV3{
 		Shape: []int{2 * bigShard * chunkBytes}, DataType: dtype.TypeUint8, ChunkShape: []int{bigShard * chunkBytes},
