@@ -62,7 +62,7 @@ func fakePeer(t *testing.T, answer func(w http.ResponseWriter, r *http.Request, 
 				_, bn := o.Block(i)
 				n = int(bn)
 			}
-		case "index.1":
+		case "index.2":
 			spec := f[len(f)-2]
 			spec = strings.TrimPrefix(strings.TrimPrefix(spec, "-"), "0+")
 			n, _ = strconv.Atoi(spec)
@@ -236,7 +236,7 @@ func TestClusterLyingPeer(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	t.Logf("the fake peers were asked for %v; the nodes rejected %v values", asked, rejected)
-	if asked["block.1"] == 0 || asked["transcoded.1"] == 0 || rejected == 0 {
+	if asked["block.1"] == 0 || asked["transcoded.2"] == 0 || rejected == 0 {
 		t.Fatalf("the fake peers were asked for %v, %v values rejected: the test attacked too little", asked, rejected)
 	}
 	if !strings.Contains(nodes[0].Log()+nodes[1].Log(), "fails its check") {

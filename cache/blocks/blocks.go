@@ -18,8 +18,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
+	"github.com/zarrfs/zarrfs/cache"
 	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
@@ -36,8 +36,8 @@ const Size = 8 << 20
 // another version never share a value.
 const version = "1"
 
-// kind leads every block key.
-const kind = "block." + version
+// Kind leads every block key.
+const Kind = "block." + version
 
 // Object is one generation of a stored object.
 type Object struct {
@@ -60,21 +60,18 @@ func (o Object) Block(i int64) (off, n int64) {
 
 // BlockKey is the cache key of block i of o.
 func (o Object) BlockKey(i int64) string {
-	return strings.Join([]string{kind, o.Store, o.Key, string(o.Gen), strconv.FormatInt(o.Size, 10), strconv.FormatInt(i, 10)}, "\x00")
+	return cache.Key{Kind: Kind, Store: o.Store, Object: o.Key, Gen: string(o.Gen), Names: []string{strconv.FormatInt(o.Size, 10), strconv.FormatInt(i, 10)}}.String()
 }
-
-// Prefix leads the keys of every block of the store named s.
-func Prefix(s string) string { return kind + "\x00" + s + "\x00" }
 
 // ParseKey returns the object and block index a key names.
 func ParseKey(k string) (Object, int64, error) {
-	f := strings.Split(k, "\x00")
-	if len(f) != 6 || f[0] != kind {
+	c, err := cache.ParseKey(k)
+	if err != nil || c.Kind != Kind || len(c.Names) != 2 {
 		return Object{}, 0, fmt.Errorf("not a block key: %q", k)
 	}
-	size, err1 := strconv.ParseInt(f[4], 10, 64)
-	i, err2 := strconv.ParseInt(f[5], 10, 64)
-	o := Object{Store: f[1], Key: f[2], Gen: store.Generation(f[3]), Size: size}
+	size, err1 := strconv.ParseInt(c.Names[0], 10, 64)
+	i, err2 := strconv.ParseInt(c.Names[1], 10, 64)
+	o := Object{Store: c.Store, Key: c.Object, Gen: store.Generation(c.Gen), Size: size}
 	if err1 != nil || err2 != nil || size <= 0 || i < 0 || i >= o.Blocks() {
 		return Object{}, 0, fmt.Errorf("bad block key %q", k)
 	}

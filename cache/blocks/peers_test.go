@@ -44,7 +44,7 @@ func TestPeers(t *testing.T) {
 	src, c := origin(s)
 	node, err := cluster.Start(cluster.Options{
 		Self: "http://" + addr, Listen: addr, Peers: []string{liar.URL}, Token: "s3cret", CacheBytes: 64 << 20,
-		Accept: func(k string) bool { return strings.HasPrefix(k, blocks.Prefix(o.Store)) },
+		Accept: func(k string) bool { lo, _, err := blocks.ParseKey(k); return err == nil && lo.Store == o.Store },
 		Load:   func(ctx context.Context, k string) ([]byte, error) { return blocks.Load(ctx, src, k) },
 	})
 	if err != nil {

@@ -44,9 +44,11 @@ type arrayView struct {
 	// verify is set when files are stored bytes that end with a crc32c,
 	// which Open checks.
 	verify bool
-	// chunk and chain are the chunk shape and codecs of the view's grid.
-	chunk []int
-	chain []meta.Codec
+	// chunk and chain are the chunk shape and codecs of the view's grid;
+	// storedDesc describes them, as transcoded chunks' keys name them.
+	chunk      []int
+	chain      []meta.Codec
+	storedDesc string
 	// codecs is the view's codec chain, for the user.zarr.codecs xattr.
 	codecs string
 	// dims, for levels of OME-Zarr images in the v2 view, are their
@@ -73,7 +75,7 @@ func newArrayView(f *FS, n *zarr.Node, v View) (*arrayView, error) {
 	if av.shard != nil {
 		chunk, chain = av.shard.ChunkShape(), av.shard.Config().Codecs
 	}
-	av.chunk, av.chain = chunk, chain
+	av.chunk, av.chain, av.storedDesc = chunk, chain, storedCodecs(chunk, chain)
 	var err error
 	if v == V3 {
 		av.docs, err = v3ArrayDocs(n, chunk, chain)

@@ -353,7 +353,7 @@ func (f *Chunk) open(ctx context.Context, fresh bool) (*Handle, error) {
 // verifyTrailerOf verifies the chunk at loc of an open shard file, reading
 // it only when it was not verified before.
 func (f *Chunk) verifyTrailerOf(ctx context.Context, file store.Object, loc engine.Location) error {
-	if _, ok := f.fs.cache.Get(trailerKey(loc)); !f.arr.verify || ok {
+	if _, ok := f.fs.cache.Get(f.fs.trailerKey(loc)); !f.arr.verify || ok {
 		return nil
 	}
 	if err := f.arr.eng.CheckSize(ctx, loc); err != nil {
@@ -374,7 +374,7 @@ func (f *Chunk) verifyTrailer(ctx context.Context, loc engine.Location, b []byte
 	if !f.arr.verify {
 		return nil
 	}
-	key := trailerKey(loc)
+	key := f.fs.trailerKey(loc)
 	if _, ok := f.fs.cache.Get(key); ok {
 		return nil
 	}
@@ -410,7 +410,7 @@ func (f *Chunk) Delivered(ctx context.Context, off int64, n int) {
 		return
 	}
 	if loc, ok, err := f.arr.locate(ctx, f.coords, false); err == nil && ok {
-		f.fs.cache.Remove(f.arr.transcodeKey(f.coords, loc.Gen))
+		f.fs.cache.Remove(f.arr.transcodedKey(f.coords, loc))
 	}
 }
 

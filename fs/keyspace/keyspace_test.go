@@ -405,6 +405,32 @@ func TestTranscodeEncodings(t *testing.T) {
 	}
 }
 
+// TestTranscodedKeys: a transcoded chunk's cache key, in memory and in
+// the cluster, names the --v2-transcode setting: views of other settings
+// over one store, whose .zarray describe other bytes, never share a key
+// (even auto and blosc-lz4, which encode a compressed array alike), and
+// one view names a chunk alike each time.
+func TestTranscodedKeys(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	writeTransposed(t, dir, "end", map[string][]meta.Codec{"zstd": {zarrtest.Zstd}})
+	seen := map[string]string{}
+	for _, setting := range []string{keyspace.TranscodeRaw, keyspace.TranscodeBloscLZ4, keyspace.TranscodeAuto} {
+		f := openFS(t, dir, keyspace.Options{V2Transcode: setting})
+		k, err := keyspace.TranscodedKey(ctx, f, "zstd", []int{1, 1, 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again, _ := keyspace.TranscodedKey(ctx, f, "zstd", []int{1, 1, 1}); again != k {
+			t.Errorf("%s: the chunk's key is %q, then %q", setting, k, again)
+		}
+		if other, dup := seen[k]; dup {
+			t.Errorf("settings %s and %s share the key %q", other, setting, k)
+		}
+		seen[k] = setting
+	}
+}
+
 // TestDeliveredLeavesCache: a transcoded chunk of a fixed size (raw)
 // leaves the cache once delivered whole, so reading it again transcodes it
 // again; one delivered in part, or of a size only its transcode tells

@@ -6,26 +6,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 
+	"github.com/zarrfs/zarrfs/cache"
 	"github.com/zarrfs/zarrfs/cache/cluster"
 	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/zarr/engine"
-	"github.com/zarrfs/zarrfs/zarr/meta"
-	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
 // Transcoded chunks are values of the cluster the views' engine joined
-// (engine.JoinCluster), of their own kind:
-//
-//	transcoded.VERSION \0 STORE \0 SETTING \0 CODECS \0 SOURCE \0 VIEW \0 ARRAY \0 COORDS \0 GENERATION
-//	    a chunk of a view re-encoded from one generation of its shard:
-//	    SETTING is --v2-transcode, CODECS the encoding it gives, SOURCE
-//	    the chunk shape and codecs of the stored chunks.
-//
-// The version changes whenever what a key names does (its value's
-// layout, what it depends on).
-const transcodedKind = "transcoded.1"
+// (engine.JoinCluster), of their own kind (transcodedKey).
 
 // JoinCluster makes the views a node of the cache the mounts of other
 // machines share: shard indexes, chunk bytes and transcoded chunks of the
@@ -38,32 +27,19 @@ func (f *FS) JoinCluster(o cluster.Options) error {
 // SetPeers replaces the peers of the cluster the views joined.
 func (f *FS) SetPeers(peers ...string) { f.engine.SetPeers(peers...) }
 
-// transcodedKey names a chunk of a view re-encoded from one generation
-// of its shard, with the encoding the view's V2Transcode setting gives.
-func (av *arrayView) transcodedKey(coords []int, gen store.Generation) string {
-	c, _ := json.Marshal(coords)
-	return strings.Join([]string{av.fs.engine.PeerKeyPrefix(transcodedKind) + av.fs.opts.V2Transcode, av.codecs, av.sourceCodecs(), av.view.String(), av.a.Path, string(c), string(gen)}, "\x00")
-}
-
-// sourceCodecs describes how the view's stored chunks decode: their shape
-// and codecs.
-func (av *arrayView) sourceCodecs() string {
-	return fmt.Sprintf("%v %s", av.chunk, meta.ChainString(av.chain))
-}
-
 // loadTranscoded transcodes a chunk for a peer, if this node's index of
 // its shard is at the generation the peer read (an error otherwise: the
 // peer then transcodes it itself), with the encoding the peer's setting
 // gives, which may not be this node's.
-func (f *FS) loadTranscoded(ctx context.Context, rest string) ([]byte, error) {
-	p := strings.Split(rest, "\x00")
-	if len(p) != 7 {
-		return nil, fmt.Errorf("bad transcoded key %q", rest)
+func (f *FS) loadTranscoded(ctx context.Context, k cache.Key) ([]byte, error) {
+	p := k.Names
+	if len(p) != 6 {
+		return nil, fmt.Errorf("bad transcoded key %q", k)
 	}
-	setting, codecs, source, viewName, path, gen := p[0], p[1], p[2], p[3], p[4], store.Generation(p[6])
+	setting, codecs, source, viewName, path := p[0], p[1], p[2], p[3], p[4]
 	var coords []int
 	if err := json.Unmarshal([]byte(p[5]), &coords); err != nil {
-		return nil, fmt.Errorf("bad transcoded key %q", rest)
+		return nil, fmt.Errorf("bad transcoded key %q", k)
 	}
 	view := V3
 	if viewName == V2.String() {
@@ -72,19 +48,19 @@ func (f *FS) loadTranscoded(ctx context.Context, rest string) ([]byte, error) {
 	f.meta.RLock()
 	av := f.arrays[path][view]
 	f.meta.RUnlock()
-	if av == nil || av.target == nil || len(coords) != len(av.grid) || source != av.sourceCodecs() {
-		return nil, fmt.Errorf("transcoded key %q: no such transcoded view", rest)
+	if av == nil || av.target == nil || len(coords) != len(av.grid) || source != av.storedDesc {
+		return nil, fmt.Errorf("transcoded key %q: no such transcoded view", k)
 	}
 	target, err := av.peerTarget(setting, codecs)
 	if err != nil {
-		return nil, fmt.Errorf("transcoded key %q: %w", rest, err)
+		return nil, fmt.Errorf("transcoded key %q: %w", k, err)
 	}
 	loc, ok, err := av.locate(ctx, coords, false)
 	switch {
 	case err != nil:
 		return nil, err
-	case !ok || loc.Data != nil || loc.Gen != gen:
-		return nil, fmt.Errorf("transcoded key %q: this node sees another generation", rest)
+	case !ok || loc.Data != nil || loc.Key != k.Object || string(loc.Gen) != k.Gen:
+		return nil, fmt.Errorf("transcoded key %q: this node sees another generation", k)
 	}
 	return av.transcode(ctx, coords, loc, target)
 }

@@ -21,10 +21,11 @@ import (
 func (av *arrayView) transcoded(ctx context.Context, coords []int, loc engine.Location) ([]byte, error) {
 	f := av.fs
 	// Shared by the readers waiting for it (see GetOrLoad).
-	v, err := f.cache.GetOrLoad(f.engine.LoadContext(ctx), av.transcodeKey(coords, loc.Gen), func(ctx context.Context) (any, int64, error) {
+	key := av.transcodedKey(coords, loc)
+	v, err := f.cache.GetOrLoad(f.engine.LoadContext(ctx), key, func(ctx context.Context) (any, int64, error) {
 		if f.engine.Cluster() != nil && loc.Data == nil {
 			// The chunk's owner in the cluster transcodes it once for all.
-			if b, err := f.engine.Cluster().Get(ctx, av.transcodedKey(coords, loc.Gen), av.transcodedCheck(ctx, coords, loc)); err == nil {
+			if b, err := f.engine.Cluster().Get(ctx, key, av.transcodedCheck(ctx, coords, loc)); err == nil {
 				return b, int64(cap(b)), nil
 			}
 		}
@@ -177,7 +178,7 @@ func (r *readAhead) transcodeAhead(av *arrayView) {
 			if err != nil {
 				return
 			}
-			if ok && !av.fs.cache.Contains(av.transcodeKey(next, l.Gen)) {
+			if ok && !av.fs.cache.Contains(av.transcodedKey(next, l)) {
 				jobs = append(jobs, job{slices.Clone(next), l})
 			}
 		}

@@ -107,10 +107,10 @@ func (a *Array) fetchChunk(ctx context.Context, coords []int, started map[string
 		return false, a.e.fetch(func() { a.object(ctx, key, false) })
 	}
 	loc, ok, err := a.Locate(ctx, coords, false)
-	if err != nil || !ok || loc.Data != nil || a.e.cache.Contains(chunkRangeKey(loc)) {
+	if err != nil || !ok || loc.Data != nil || a.e.cache.Contains(a.e.chunkRangeKey(loc)) {
 		return true, true
 	}
-	if _, held := a.e.fetching.Load(chunkRangeKey(loc)); held {
+	if _, held := a.e.fetching.Load(a.e.chunkRangeKey(loc)); held {
 		return true, true
 	}
 	select {
@@ -187,7 +187,7 @@ func (a *Array) fetchShard(loc Location) {
 				return
 			}
 			l := Location{Key: loc.Key, Gen: loc.Gen, Off: c.off, N: c.n, Size: loc.Size}
-			k := chunkRangeKey(l)
+			k := a.e.chunkRangeKey(l)
 			if _, held := a.e.fetching.Load(k); held || a.e.cache.Contains(k) {
 				continue
 			}
@@ -334,7 +334,7 @@ func (a *Array) loadFollowing(ctx context.Context, key string) {
 		if !ok {
 			continue
 		}
-		if _, cached := a.e.cache.Peek(objectKey(k)); cached {
+		if _, cached := a.e.cache.Peek(a.objectKey(k)); cached {
 			continue
 		}
 		if !a.e.fetch(func() { a.object(ahead, k, false) }) {

@@ -25,7 +25,7 @@ func (a *Array) fetchRange(ctx context.Context, loc Location, span storedRange, 
 		buf = make([]byte, span.n)
 		err = e.origin.Store.ReadAt(ctx, loc.Key, loc.Gen, buf, span.off)
 	} else {
-		o := blocks.Object{Store: e.store.String(), Key: loc.Key, Gen: loc.Gen, Size: loc.Size}
+		o := blocks.Object{Store: e.id, Key: loc.Key, Gen: loc.Gen, Size: loc.Size}
 		buf, err = blocks.Read(ctx, stack, o, span.off, span.n, a.blockChecks(o, span, run))
 	}
 	if errors.Is(err, store.ErrPrecondition) {

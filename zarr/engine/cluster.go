@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zarrfs/zarrfs/cache"
 	"github.com/zarrfs/zarrfs/cache/blocks"
 	"github.com/zarrfs/zarrfs/cache/cluster"
 	"github.com/zarrfs/zarrfs/codec/sharding"
@@ -18,26 +19,12 @@ import (
 )
 
 // Keys of the cluster cache (Options.Cluster) name immutable values, so
-// no node ever needs to invalidate one:
-//
-//	block.VERSION \0 STORE \0 KEY \0 GENERATION \0 SIZE \0 BLOCK
-//	    an aligned block of one generation of a shard (package blocks);
-//	index.VERSION \0 STORE \0 KEY \0 SPAN \0 EPOCH
-//	    the index bytes of a shard (SPAN "-N": its last N bytes, "0+N" its
-//	    first) as the store held it in one revalidation interval (EPOCH
-//	    counts intervals), with the shard's generation and size.
-//
-// and the kinds of values the engine's users add (PeerKind), whose keys
-// begin with PeerKeyPrefix(KIND). STORE is the store's URL: a node serves
-// peers only keys of its store.
-
-func indexKey(s store.Store, key string, span store.Span, epoch int64) string {
-	spec := fmt.Sprintf("0+%d", span.Length)
-	if span.Suffix > 0 {
-		spec = fmt.Sprintf("-%d", span.Suffix)
-	}
-	return fmt.Sprintf("%s\x00%s\x00%s\x00%s\x00%d", indexKind, s, key, spec, epoch)
-}
+// no node ever needs to invalidate one (cachekeys.go): the aligned blocks
+// of one generation of a shard (package blocks), the index bytes of a
+// shard in one revalidation interval (indexKey), with the shard's
+// generation and size, and the kinds of values the engine's users add
+// (PeerKind), keyed by Engine.Key. A node serves peers only keys of its
+// store.
 
 // clusterIndex is the value of an index key.
 type clusterIndex struct {
@@ -47,11 +34,11 @@ type clusterIndex struct {
 }
 
 // PeerKind is a kind of cluster value the engine's users derive from
-// stored bytes, named by keys that begin with PeerKeyPrefix(Kind): Load
-// loads the value of the rest of such a key, for a peer.
+// stored bytes, named by keys of Kind (Engine.Key): Load loads the value
+// such a key names, for a peer.
 type PeerKind struct {
 	Kind string
-	Load func(ctx context.Context, rest string) ([]byte, error)
+	Load func(ctx context.Context, k cache.Key) ([]byte, error)
 }
 
 // JoinCluster makes the engine a node of the cache the mounts of other
@@ -73,53 +60,52 @@ func (e *Engine) JoinCluster(o cluster.Options, kinds ...PeerKind) error {
 	return nil
 }
 
-// PeerKeyPrefix is how the cluster keys of a kind of value begin.
-func (e *Engine) PeerKeyPrefix(kind string) string { return kind + "\x00" + e.store.String() + "\x00" }
-
-// acceptsPeerKey reports whether a key is of this node's store.
+// acceptsPeerKey reports whether a key is of this node's store, and of a
+// kind it loads.
 func (e *Engine) acceptsPeerKey(k string) bool {
-	if strings.HasPrefix(k, blocks.Prefix(e.store.String())) || strings.HasPrefix(k, e.PeerKeyPrefix(indexKind)) {
-		return true
+	c, err := cache.ParseKey(k)
+	if err != nil || c.Store != e.id {
+		return false
 	}
-	return slices.ContainsFunc(e.kinds, func(kind PeerKind) bool { return strings.HasPrefix(k, e.PeerKeyPrefix(kind.Kind)) })
+	return c.Kind == blocks.Kind || c.Kind == indexKind || slices.ContainsFunc(e.kinds, func(kind PeerKind) bool { return c.Kind == kind.Kind })
 }
 
 // loadPeerKey loads a key this node owns, from the store.
 func (e *Engine) loadPeerKey(ctx context.Context, k string) ([]byte, error) {
-	if strings.HasPrefix(k, blocks.Prefix(e.store.String())) {
-		return blocks.Load(ctx, e.origin, k)
+	c, err := cache.ParseKey(k)
+	if err != nil || c.Store != e.id {
+		return nil, fmt.Errorf("cluster key %q: not a key of %s", k, e.store)
 	}
-	if rest, ok := strings.CutPrefix(k, e.PeerKeyPrefix(indexKind)); ok {
-		return loadIndex(ctx, e.store, rest)
+	switch c.Kind {
+	case blocks.Kind:
+		return blocks.Load(ctx, e.origin, k)
+	case indexKind:
+		return loadIndex(ctx, e.store, c)
 	}
 	for _, kind := range e.kinds {
-		if rest, ok := strings.CutPrefix(k, e.PeerKeyPrefix(kind.Kind)); ok {
-			return kind.Load(ctx, rest)
+		if c.Kind == kind.Kind {
+			return kind.Load(ctx, c)
 		}
 	}
-	return nil, fmt.Errorf("cluster key %q: not a key of %s", k, e.store)
+	return nil, fmt.Errorf("cluster key %q: not a kind of value of %s", k, e.store)
 }
 
-// The kind of a key leads it; its version changes whenever what a key
-// names does (its value's layout, what it depends on).
-const indexKind = "index.1"
-
-// loadIndex reads the index bytes of a shard; a missing shard is a value.
-func loadIndex(ctx context.Context, s store.Store, rest string) ([]byte, error) {
-	f := strings.Split(rest, "\x00")
-	if len(f) != 3 {
-		return nil, fmt.Errorf("bad index key %q", rest)
+// loadIndex reads the index bytes of a shard (indexKey); a missing shard
+// is a value.
+func loadIndex(ctx context.Context, s store.Store, k cache.Key) ([]byte, error) {
+	if len(k.Names) != 2 || k.Gen != "" {
+		return nil, fmt.Errorf("bad index key %q", k)
 	}
 	var span store.Span
-	if n, ok := strings.CutPrefix(f[1], "-"); ok {
+	if n, ok := strings.CutPrefix(k.Names[0], "-"); ok {
 		span.Suffix, _ = strconv.ParseInt(n, 10, 64)
-	} else if n, ok := strings.CutPrefix(f[1], "0+"); ok {
+	} else if n, ok := strings.CutPrefix(k.Names[0], "0+"); ok {
 		span.Length, _ = strconv.ParseInt(n, 10, 64)
 	}
 	if span.Suffix <= 0 && span.Length <= 0 || span.Suffix > 1<<30 || span.Length > 1<<30 {
-		return nil, fmt.Errorf("bad index key %q", rest)
+		return nil, fmt.Errorf("bad index key %q", k)
 	}
-	b, info, err := s.Get(ctx, f[0], span, store.Cond{})
+	b, info, err := s.Get(ctx, k.Object, span, store.Cond{})
 	var v clusterIndex
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -142,7 +128,7 @@ func (a *Array) indexFromCluster(ctx context.Context, key string) (*clusterIndex
 		span = store.Range(0, n)
 	}
 	epoch := time.Now().UnixNano() / int64(a.e.opts.Revalidate)
-	b, err := a.e.cluster.Get(ctx, indexKey(a.e.store, key, span, epoch), a.indexCheck())
+	b, err := a.e.cluster.Get(ctx, a.e.indexKey(key, span, epoch), a.indexCheck())
 	if err != nil {
 		return nil, err
 	}

@@ -2,10 +2,8 @@ package engine
 
 import (
 	"encoding/json"
-	"strings"
 	"time"
 
-	"github.com/zarrfs/zarrfs/zarr/meta"
 	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
@@ -22,23 +20,6 @@ type diskIndex struct {
 	Size       int64
 	ModTime    time.Time
 	Index      []byte // encoded as in the shard
-}
-
-// diskIndexKind leads the keys of shard indexes on disk; its version
-// changes whenever what a key names does (its value's layout, what it
-// depends on).
-const diskIndexKind = "diskindex.1"
-
-// diskIndexKey names the index of the shard at key as the array reads it:
-// where in the shard and with which codecs (an index kept by a mount of
-// other metadata is not this array's, even for a shard of the same
-// generation).
-func (a *Array) diskIndexKey(key string) string {
-	at := "end"
-	if a.shard.IndexAtStart() {
-		at = "start"
-	}
-	return strings.Join([]string{diskIndexKind, a.e.store.String(), key, at, meta.ChainString(a.shard.Config().IndexCodecs)}, "\x00")
 }
 
 // cachedIndex returns the state of the shard at key the disk cache holds,

@@ -74,6 +74,7 @@ type Pending interface {
 // Engine reads the inner chunks of one store.
 type Engine struct {
 	store  store.Store
+	id     string // the store's identity, as the caches' keys name it
 	opts   Options
 	counts counters
 	logged sync.Map // problem -> struct{}: log each problem once
@@ -122,12 +123,12 @@ func New(s store.Store, opts Options) *Engine {
 		opts.Changed = func(*zarr.Array, []int) {}
 	}
 	bg, stopBg := context.WithCancel(context.Background())
-	e := &Engine{store: s, opts: opts, cache: cache.New(opts.CacheBytes), bg: bg, stopBg: stopBg}
+	e := &Engine{store: s, id: s.String(), opts: opts, cache: cache.New(opts.CacheBytes), bg: bg, stopBg: stopBg}
 	e.ahead.fetches = make(chan struct{}, remoteFetchesAhead)
 	if o, ok := s.(store.Opener); ok && !s.Remote() {
 		e.files = newFileCache(o, 128)
 	}
-	e.origin = blocks.Origin{Name: s.String(), Store: countedReads{e}}
+	e.origin = blocks.Origin{Name: e.id, Store: countedReads{e}}
 	e.stackBlocks()
 	return e
 }
@@ -191,6 +192,9 @@ type Array struct {
 	// source decodes one stored chunk; chain are its codecs.
 	source *codec.Pipeline
 	chain  []meta.Codec
+	// indexLayout is how the array reads its shards' indexes, as cache
+	// keys name it (see indexLayout).
+	indexLayout []string
 	// recent are the shards of the last reads from a store read by ranges.
 	recent recent
 	// dense are the shards lately found read densely, and loaded those
@@ -212,6 +216,7 @@ func (e *Engine) Array(a *zarr.Array) *Array {
 	if x.shard != nil {
 		x.grid, x.source, x.chain = a.InnerGrid(), x.shard.Inner(), x.shard.Config().Codecs
 	}
+	x.indexLayout = indexLayout(x)
 	return x
 }
 

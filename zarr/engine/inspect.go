@@ -207,7 +207,7 @@ func (a *Array) loadWhole(ctx context.Context, key string) (*objectState, error)
 		e.counts.indexLoads.Add(1)
 		a.keepIndex(s)
 	}
-	e.cache.Add(objectKey(key), s, s.size())
+	e.cache.Add(a.objectKey(key), s, s.size())
 	if s.err != nil {
 		return s, nil
 	}
@@ -219,7 +219,7 @@ func (a *Array) loadWhole(ctx context.Context, key string) (*objectState, error)
 	for _, c := range ranges {
 		if c.off >= at && c.off+c.n <= info.Size {
 			chunk := bytes.Clone(b[c.off-at : c.off-at+c.n])
-			e.cache.Add(chunkRangeKey(Location{Key: key, Gen: info.Generation, Off: c.off}), chunk, c.n)
+			e.cache.Add(e.chunkRangeKey(Location{Key: key, Gen: info.Generation, Off: c.off}), chunk, c.n)
 		}
 	}
 	return s, nil

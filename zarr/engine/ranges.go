@@ -130,7 +130,7 @@ func (a *Array) wanted(loc Location) int {
 // shardState is the cached state of loc's shard when it is of loc's
 // generation and has an index; nil otherwise.
 func (a *Array) shardState(loc Location) *objectState {
-	v, ok := a.e.cache.Peek(objectKey(loc.Key))
+	v, ok := a.e.cache.Peek(a.objectKey(loc.Key))
 	if !ok {
 		return nil
 	}
@@ -157,7 +157,7 @@ func (a *Array) DenseCached(coords []int) bool {
 		return false
 	}
 	off, _, ok := s.index.Chunk(local)
-	return ok && a.e.cache.Contains(chunkRangeKey(Location{Key: key, Gen: s.info.Generation, Off: off}))
+	return ok && a.e.cache.Contains(a.e.chunkRangeKey(Location{Key: key, Gen: s.info.Generation, Off: off}))
 }
 
 // readRange returns a chunk's stored bytes from a store read by ranges,
@@ -167,7 +167,7 @@ func (a *Array) readRange(ctx context.Context, loc Location) ([]byte, error) {
 		return nil, err
 	}
 	e := a.e
-	key := chunkRangeKey(loc)
+	key := a.e.chunkRangeKey(loc)
 	if e.opts.ReadAhead && !e.cache.Contains(key) {
 		defer a.waiting(loc)()
 	}
@@ -250,7 +250,7 @@ func (a *Array) claim(loc Location, want int) *span {
 	e := a.e
 	sp := &span{done: make(chan struct{})}
 	for _, r := range a.following(loc, want) {
-		k := chunkRangeKey(Location{Key: loc.Key, Gen: loc.Gen, Off: r.off})
+		k := a.e.chunkRangeKey(Location{Key: loc.Key, Gen: loc.Gen, Off: r.off})
 		if _, held := e.fetching.LoadOrStore(k, sp); held {
 			break
 		}
@@ -273,7 +273,7 @@ func (a *Array) release(loc Location, sp *span) {
 		return // unclaimed
 	}
 	for _, r := range sp.chunks {
-		a.e.fetching.Delete(chunkRangeKey(Location{Key: loc.Key, Gen: loc.Gen, Off: r.off}))
+		a.e.fetching.Delete(a.e.chunkRangeKey(Location{Key: loc.Key, Gen: loc.Gen, Off: r.off}))
 	}
 	close(sp.done)
 }
@@ -297,7 +297,7 @@ func (a *Array) fetchSpan(ctx context.Context, loc Location, sp *span) ([]byte, 
 	var own []byte
 	for _, c := range sp.chunks {
 		b := bytes.Clone(buf[c.off-r.off : c.off-r.off+c.n])
-		e.cache.Add(chunkRangeKey(Location{Key: loc.Key, Gen: loc.Gen, Off: c.off}), b, int64(len(b)))
+		e.cache.Add(e.chunkRangeKey(Location{Key: loc.Key, Gen: loc.Gen, Off: c.off}), b, int64(len(b)))
 		if c.off == loc.Off {
 			own = b
 		}
@@ -308,7 +308,7 @@ func (a *Array) fetchSpan(ctx context.Context, loc Location, sp *span) ([]byte, 
 // confirmed marks the cached state of loc's shard as checked at t, when
 // it is of loc's generation: a read tied to that generation answered.
 func (a *Array) confirmed(loc Location, t time.Time) {
-	v, ok := a.e.cache.Peek(objectKey(loc.Key))
+	v, ok := a.e.cache.Peek(a.objectKey(loc.Key))
 	if !ok {
 		return
 	}

@@ -82,7 +82,7 @@ func (a *Array) cachedShards(f func(key string, s *objectState) bool) {
 	coords := make([]int, len(grid))
 	for ok := nd.Size(grid) > 0; ok; ok = nd.Next(coords, grid) {
 		key := a.z.ChunkKey(coords)
-		if v, cached := a.e.cache.Peek(objectKey(key)); cached {
+		if v, cached := a.e.cache.Peek(a.objectKey(key)); cached {
 			if s := v.(*objectState); s.err == nil && s.rewrites == a.e.rewrites(key) && !f(key, s) {
 				return
 			}

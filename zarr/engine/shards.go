@@ -51,7 +51,7 @@ func (s *objectState) size() int64 {
 // revalidation interval. A state loaded by this call is not checked again.
 func (a *Array) object(ctx context.Context, key string, fresh bool) (*objectState, error) {
 	e := a.e
-	cacheKey := objectKey(key)
+	cacheKey := a.objectKey(key)
 	loaded := false
 	// Loads and checks are shared by the readers asking at once; each
 	// stops waiting when its request is interrupted, and the request to
@@ -108,7 +108,7 @@ func (a *Array) recheck(ctx context.Context, key string, s *objectState) (*objec
 		return nil, err
 	}
 	if next != s {
-		a.e.cache.Add(objectKey(key), next, next.size())
+		a.e.cache.Add(a.objectKey(key), next, next.size())
 		if s.exists {
 			a.objectChanged(key)
 		}
@@ -191,7 +191,7 @@ func (s *objectState) current(e *Engine) bool {
 // cachedObject returns the cached state of a stored object when it is
 // current, without loading or checking anything.
 func (a *Array) cachedObject(key string) (*objectState, bool) {
-	v, ok := a.e.cache.Peek(objectKey(key))
+	v, ok := a.e.cache.Peek(a.objectKey(key))
 	if !ok {
 		return nil, false
 	}
@@ -275,12 +275,14 @@ func (e *Engine) rewrites(key string) uint64 {
 	return 0
 }
 
-// Rewritten drops what is cached about a stored object this process just
-// rewrote, before its pending updates leave memory (Writer.OnPublished).
+// Rewritten makes what is cached about a stored object this process just
+// rewrote stale (its rewrite count, which every use of a cached state
+// checks: its key names the array's index layout, which the engine does
+// not know here), before its pending updates leave memory
+// (Writer.OnPublished).
 func (e *Engine) Rewritten(key string) {
 	g, _ := e.rewriteCounts.LoadOrStore(key, new(atomic.Uint64))
 	g.(*atomic.Uint64).Add(1)
-	e.cache.Remove(objectKey(key))
 	e.lists.forget(key)
 }
 
@@ -359,7 +361,7 @@ func (a *Array) LocateUnchecked(ctx context.Context, coords []int) (loc Location
 	}
 	objCoords, local := a.z.InnerChunk(coords)
 	key := a.z.ChunkKey(objCoords)
-	v, cached := e.cache.Peek(objectKey(key))
+	v, cached := e.cache.Peek(a.objectKey(key))
 	if !cached {
 		return loc, false, nil
 	}
@@ -368,7 +370,7 @@ func (a *Array) LocateUnchecked(ctx context.Context, coords []int) (loc Location
 		return loc, false, nil
 	}
 	loc = Location{Key: key, Gen: s.info.Generation, Size: s.info.Size, ModTime: s.info.ModTime}
-	if loc.Off, loc.N, ok = s.index.Chunk(local); !ok || e.cache.Contains(chunkRangeKey(loc)) {
+	if loc.Off, loc.N, ok = s.index.Chunk(local); !ok || e.cache.Contains(e.chunkRangeKey(loc)) {
 		return loc, false, nil
 	}
 	if !s.current(e) {
