@@ -127,8 +127,8 @@ func Mount(dir string, ks *keyspace.FS, opts Options) (*Server, error) {
 		// O_TRUNC arrives as a flag of OPEN; without this the kernel sends
 		// a SETATTR without a file handle, which cannot tell which open
 		// write buffer to empty. READDIRPLUS_AUTO: a plain listing reads
-		// names only (a first ls of 100k chunks runs 5x faster), and the
-		// kernel switches to listing with attributes when the lister
+		// names only (no attributes to look up: docs/PERFORMANCE.md, "Design
+		// choices measured"), and the kernel switches to listing with attributes when the lister
 		// stats the entries (ls -l).
 		ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC | fuse.CAP_READDIRPLUS_AUTO,
 	}

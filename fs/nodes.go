@@ -454,7 +454,8 @@ func (n *fileNode) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.
 
 // readHandle reads a file opened for reading. Pass-through chunks are read
 // from the shard into the request's buffer (ReadResultData): splicing the
-// range (ReadResultFd) measured no faster, while it would need the shard
+// range (ReadResultFd) is no faster (docs/PERFORMANCE.md, "Design choices
+// measured"), while it would need the shard
 // file to stay open until go-fuse has sent the reply.
 type readHandle struct {
 	b    *binding

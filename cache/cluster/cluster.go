@@ -56,8 +56,9 @@ const (
 	// of 1 GiB, in JSON or encoded).
 	maxValue = 1<<30 + 1<<20
 	// replicas is how many points each peer has on the hash ring.
-	// groupcache's HTTP pool uses 50, which gave one of three nodes about
-	// half of the keys in several runs of the harness.
+	// groupcache's HTTP pool uses 50, too few for three nodes to own
+	// about a third of the keys each (docs/PERFORMANCE.md, "Remote
+	// stores").
 	replicas = 500
 	// minPeerRate is the slowest a peer may send a value's body: a slower
 	// one is slower than reading the store.

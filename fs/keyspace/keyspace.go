@@ -71,10 +71,11 @@ const (
 	// TranscodeRaw, the default, leaves chunks uncompressed (compressor
 	// null): no encoding cost, nothing for the reader to decompress, and a
 	// size known without a transcode. Reading a store never seen before
-	// through the view, it was 1.4-3x faster than blosc lz4 in every run
-	// of the harness; a chunk the kernel has read whole leaves the cache
-	// (Chunk.Delivered), so the cache holds no more than it would
-	// compressed. Copies of the view are as large as the array.
+	// through the view, it is the faster encoding (docs/PERFORMANCE.md,
+	// "Transcoded chunks: raw against blosc lz4"); a chunk the kernel has
+	// read whole leaves the cache (Chunk.Delivered), so the cache holds no
+	// more than it would compressed. Copies of the view are as large as
+	// the array.
 	TranscodeRaw = "raw"
 	// TranscodeBloscLZ4 compresses with blosc lz4 and byte shuffle,
 	// zarr-python 2's default compressor, which every v2 reader has:
