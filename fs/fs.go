@@ -128,8 +128,8 @@ func Mount(dir string, ks *keyspace.FS, opts Options) (*Server, error) {
 		// a SETATTR without a file handle, which cannot tell which open
 		// write buffer to empty. READDIRPLUS_AUTO: a plain listing reads
 		// names only (no attributes to look up: docs/PERFORMANCE.md, "Design
-		// choices measured"), and the kernel switches to listing with attributes when the lister
-		// stats the entries (ls -l).
+		// choices measured"), and the kernel switches to listing with
+		// attributes when the lister stats the entries (ls -l).
 		ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC | fuse.CAP_READDIRPLUS_AUTO,
 	}
 	if opts.ReadOnly {
