@@ -340,3 +340,42 @@ func TestDiskIndexOfOtherMetadata(t *testing.T) {
 		t.Errorf("chunk 0 with the index at the start: %d bytes, %v through the disk cache; %d bytes, %v without", len(got), err, len(want), wantErr)
 	}
 }
+
+// TestStateOfOtherMetadata: what an engine keeps in memory of a shard,
+// read by an array whose index is at the end of its shards, is not used
+// by a reader of the same engine whose array (the same key, of metadata
+// changed since) has it at the start, though the shard is at the same
+// generation: that reader reads what a fresh engine would.
+func TestStateOfOtherMetadata(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	writeArray(t, dir, 0, nil)
+	s := rangeOnly{openDir(t, dir)}
+	e, a := open(t, s, engine.Options{Revalidate: time.Hour})
+	if _, b, err := read(t, a, 0, false); err != nil || !isChunk(b, 0, 0) {
+		t.Fatalf("chunk 0: %v", err)
+	}
+	doc := filepath.Join(dir, "a", "zarr.json")
+	b, err := os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := regexp.MustCompile(`("index_location":\s*)"end"`).ReplaceAll(b, []byte(`$1"start"`))
+	if bytes.Equal(moved, b) {
+		t.Fatalf("no index_location in %s", b)
+	}
+	if err := os.WriteFile(doc, moved, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, fresh := open(t, rangeOnly{openDir(t, dir)}, engine.Options{Revalidate: time.Hour})
+	_, want, wantErr := read(t, fresh, 0, false)
+	h, err := zarr.Open(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := h.Node("a")
+	_, got, err := read(t, e.Array(n.Array), 0, false)
+	if (err == nil) != (wantErr == nil) || !bytes.Equal(got, want) {
+		t.Errorf("chunk 0 with the index at the start: %d bytes, %v from the engine that read it at the end; %d bytes, %v from a fresh one", len(got), err, len(want), wantErr)
+	}
+}
