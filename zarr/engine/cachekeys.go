@@ -41,8 +41,12 @@ func (e *Engine) Key(kind string, loc Location, names ...string) cache.Key {
 // object at key, with the index decoded as the array reads it (where in
 // the shard, with which codecs: a state kept by an array of other
 // metadata is not this array's, even for a shard of the same generation).
-func (a *Array) objectKey(key string) string {
-	return cache.Key{Kind: objectKind, Store: a.e.id, Object: key, Names: a.indexLayout}.String()
+func (a *Array) objectKey(key string) string { return a.e.objectKey(key, a.indexLayout) }
+
+// objectKey is the key of the state of the object at key as read with an
+// index layout (see indexLayout).
+func (e *Engine) objectKey(key string, layout []string) string {
+	return cache.Key{Kind: objectKind, Store: e.id, Object: key, Names: layout}.String()
 }
 
 // chunkRangeKey is the key of one chunk's stored bytes, read by range.

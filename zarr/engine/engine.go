@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,6 +100,7 @@ type Engine struct {
 	// ahead fetches chunks ahead of readers (ahead.go).
 	ahead         fetchAhead
 	rewriteCounts sync.Map // store key of a rewritten object -> *atomic.Uint64, see rewrites
+	layouts       sync.Map // the index layouts of the engine's arrays, joined -> []string (Rewritten)
 	// bg is the context of work no request waits for (read-ahead, checks
 	// of shards outlasting their readers' wait), cancelled by Close: work
 	// waiting on a stalled store must not hold up an unmount.
@@ -217,6 +219,7 @@ func (e *Engine) Array(a *zarr.Array) *Array {
 		x.grid, x.source, x.chain = a.InnerGrid(), x.shard.Inner(), x.shard.Config().Codecs
 	}
 	x.indexLayout = indexLayout(x)
+	e.layouts.Store(strings.Join(x.indexLayout, "\x00"), x.indexLayout)
 	return x
 }
 

@@ -275,14 +275,16 @@ func (e *Engine) rewrites(key string) uint64 {
 	return 0
 }
 
-// Rewritten makes what is cached about a stored object this process just
-// rewrote stale (its rewrite count, which every use of a cached state
-// checks: its key names the array's index layout, which the engine does
-// not know here), before its pending updates leave memory
-// (Writer.OnPublished).
+// Rewritten drops what is cached about a stored object this process just
+// rewrote (under each index layout of the engine's arrays), before its
+// pending updates leave memory (Writer.OnPublished).
 func (e *Engine) Rewritten(key string) {
 	g, _ := e.rewriteCounts.LoadOrStore(key, new(atomic.Uint64))
 	g.(*atomic.Uint64).Add(1)
+	e.layouts.Range(func(_, layout any) bool {
+		e.cache.Remove(e.objectKey(key, layout.([]string)))
+		return true
+	})
 	e.lists.forget(key)
 }
 
