@@ -96,7 +96,9 @@ func Mount(dir string, ks *keyspace.FS, opts Options) (*Server, error) {
 	// (see fileNode.Open) for the revalidation interval; past it, the
 	// kernel asks zarrfs, which checks the shard (see keyspace's object)
 	// and, when it changed outside the mount, invalidates what the kernel
-	// keeps of every file of the shard (see notify). Writable mounts
+	// keeps of every file of the shard (see notify). Chunk files of local
+	// stores are kept longer: zarrfs checks their shards itself every
+	// interval (see keepFor). Writable mounts
 	// invalidate files explicitly on writes, and cache no negative
 	// entries: writes do not invalidate names (see notify), so a chunk a
 	// write creates would stay missing in the other view for a while.
@@ -303,6 +305,16 @@ const (
 func setsSize(op string) bool { return op == opWrite || op == opTruncate || op == opOpenWrite }
 
 // fill copies key space attributes into a FUSE attribute.
+// keepFor is how long the kernel may keep a file's name and attributes
+// when that is not the mount's default (0): on read-only mounts, chunk
+// files whose shard zarrfs checks by itself (keyspace.Attr.KeepFor).
+func (b *binding) keepFor(a keyspace.Attr) time.Duration {
+	if !b.opts.ReadOnly {
+		return 0
+	}
+	return a.KeepFor
+}
+
 func (b *binding) fill(a keyspace.Attr, out *fuse.Attr) {
 	out.Ino = a.Ino
 	out.Size = uint64(a.Size)

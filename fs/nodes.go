@@ -87,6 +87,10 @@ func (n *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		return nil, n.b.errno(ctx, "lookup", n.d.Path()+"/"+name, err)
 	}
 	n.b.fill(e.Attr, &out.Attr)
+	if keep := n.b.keepFor(e.Attr); keep > 0 {
+		out.SetEntryTimeout(keep)
+		out.SetAttrTimeout(keep)
+	}
 	var child gofs.InodeEmbedder
 	var pushing *fileNode
 	if e.Dir != nil {
@@ -357,6 +361,9 @@ func (n *fileNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.At
 		return n.b.errno(ctx, "getattr", f.Path(), err)
 	}
 	n.b.fill(a, &out.Attr)
+	if keep := n.b.keepFor(a); keep > 0 {
+		out.SetTimeout(keep)
+	}
 	return 0
 }
 

@@ -22,7 +22,7 @@ import (
 	"github.com/zarrfs/zarrfs/zarr/zarrtest"
 )
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -22,7 +22,7 @@ import (
 // scrape gets http://addr/metrics, checks that it passes the Prometheus
 // client library's linter and parses with its parser, and returns the
 // metric families.
-func scrape(t *testing.T, addr string) map[string]*dto.MetricFamily {
+func scrape(t testing.TB, addr string) map[string]*dto.MetricFamily {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
@@ -185,7 +185,7 @@ func TestMetrics(t *testing.T) {
 }
 
 // chunkFilesOf lists the chunk files under a mounted array's directory.
-func chunkFilesOf(t *testing.T, arrayDir string) []string {
+func chunkFilesOf(t testing.TB, arrayDir string) []string {
 	t.Helper()
 	var files []string
 	err := filepath.WalkDir(filepath.Join(arrayDir, "c"), func(p string, d fs.DirEntry, err error) error {

@@ -162,6 +162,9 @@ func (f *Chunk) Attr(ctx context.Context) (Attr, error) {
 		return Attr{}, ErrNotFound
 	}
 	attr := Attr{Ino: inode(f.view, f.path), Size: loc.N - int64(f.arr.drop), Mtime: loc.ModTime}
+	if !f.fs.Writable() && f.arr.eng.Watch(loc) {
+		attr.KeepFor = engine.WatchFor
+	}
 	if f.arr.target == nil {
 		return attr, nil
 	}

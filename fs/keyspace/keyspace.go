@@ -260,6 +260,11 @@ type Attr struct {
 	Dir   bool
 	Size  int64
 	Mtime time.Time
+	// KeepFor is how long the kernel may keep the name and attributes
+	// (and so the pages) of a chunk file without asking: a change of its
+	// shard is told (SetNotifier) as the engine's own checks find it
+	// (engine.Array.Watch). 0: the mount's --revalidate.
+	KeepFor time.Duration
 }
 
 // Entry is a name in a directory: exactly one of Dir and File is set.

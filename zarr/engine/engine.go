@@ -108,6 +108,7 @@ type Engine struct {
 	stopBg   context.CancelFunc
 	checks   sync.WaitGroup // checks under way in the background
 	checking sync.Map       // store key -> *check under way
+	watch    watching       // objects checked every Revalidate (watch.go)
 }
 
 // New returns the engine reading s.

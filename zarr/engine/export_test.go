@@ -6,3 +6,11 @@ func RewriteCounters(e *Engine) int {
 	e.rewriteCounts.Range(func(any, any) bool { n++; return true })
 	return n
 }
+
+// SetWatchMax sets the bound of the objects watched at once until the
+// test ends.
+func SetWatchMax(t interface{ Cleanup(func()) }, n int) {
+	old := watchMax
+	watchMax = n
+	t.Cleanup(func() { watchMax = old })
+}
