@@ -222,3 +222,45 @@ func reportSwitches(b *testing.B) func() {
 		b.ReportMetric(float64(switches)/float64(b.N), "switches/op")
 	}
 }
+
+// BenchmarkConcurrentQuickReads times 4 readers reading a file at once,
+// each one READ after another that the file system answers at once (as
+// node's thread pool reads cached chunks): the transport's cost when
+// requests overlap but none waits.
+//
+//	go test -run '^$' -bench ConcurrentQuickReads ./fs/fuseuring/
+func BenchmarkConcurrentQuickReads(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("SKIP: needs root (mount(2))")
+	}
+	for _, transport := range []string{"dev-fuse", "io_uring"} {
+		b.Run(transport, func(b *testing.B) {
+			if transport == "io_uring" {
+				if err := Enable(); err != nil {
+					b.Skipf("SKIP: %v", err)
+				}
+				if err := Available(); err != nil {
+					b.Skipf("SKIP: %v", err)
+				}
+			}
+			path, _ := mountWaiting(b, transport == "dev-fuse")
+			defer reportSwitches(b)()
+			b.SetParallelism(2) // 4 readers on 2 CPUs
+			b.RunParallel(func(pb *testing.PB) {
+				f, err := os.Open(path)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				defer f.Close()
+				buf := make([]byte, waitingSize/2)
+				for pb.Next() {
+					if _, err := f.ReadAt(buf, 1); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
