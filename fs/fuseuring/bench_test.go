@@ -36,15 +36,18 @@ func (f *waitingFile) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.
 }
 
 func (f *waitingFile) Read(ctx context.Context, _ gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	select {
-	case <-time.After(2 * time.Millisecond):
-	case <-ctx.Done():
-		return nil, syscall.EINTR
+	if off == 0 { // offset 1 is read at once, as a cached chunk is
+		select {
+		case <-time.After(2 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, syscall.EINTR
+		}
 	}
 	return fuse.ReadResultData(make([]byte, min(len(dest), waitingSize))), 0
 }
 
-// mountWaiting mounts a tree holding one waitingFile, "wait", over
+// mountWaiting mounts a tree holding one waitingFile, "wait" (its reads at
+// offset 0 wait, those at 1 do not), over
 // io_uring, or over /dev/fuse when devFuse, and returns its path and the
 // transport (nil over /dev/fuse).
 func mountWaiting(tb testing.TB, devFuse bool) (string, *Transport) {
@@ -144,11 +147,120 @@ func BenchmarkConcurrentWaitingReads(b *testing.B) {
 				files[i] = f
 			}
 			b.ResetTimer()
+			defer reportSwitches(b)()
 			for b.Loop() {
 				if err := readAtOnce(path, readers, files); err != nil {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkSerialReads times one reader reading a file over /dev/fuse and
+// over io_uring, one READ after another, as cat and zarr-python read: the
+// cost of a request's round trip through the transport. Reads at offset 1
+// return at once (a cached chunk); "waiting" ones alternate with reads
+// that wait 2 ms (a fetch from a store), which is what makes a transport
+// move a request's entry or thread about.
+//
+//	go test -run '^$' -bench SerialReads ./fs/fuseuring/
+func BenchmarkSerialReads(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("SKIP: needs root (mount(2))")
+	}
+	for _, transport := range []string{"dev-fuse", "io_uring"} {
+		for _, waiting := range []bool{false, true} {
+			name := transport + "/quick"
+			if waiting {
+				name = transport + "/waiting"
+			}
+			b.Run(name, func(b *testing.B) {
+				if transport == "io_uring" {
+					if err := Enable(); err != nil {
+						b.Skipf("SKIP: %v", err)
+					}
+					if err := Available(); err != nil {
+						b.Skipf("SKIP: %v", err)
+					}
+				}
+				path, _ := mountWaiting(b, transport == "dev-fuse")
+				f, err := os.Open(path)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer f.Close()
+				buf := make([]byte, waitingSize/2)
+				i := 0
+				defer reportSwitches(b)()
+				for b.Loop() {
+					off := int64(1)
+					if waiting && i%2 == 0 {
+						off = 0
+					}
+					i++
+					if _, err := f.ReadAt(buf, off); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// reportSwitches reports, when the returned function is called, the
+// context switches of the process's threads an op since reportSwitches
+// was: the wakeups a transport costs, which a loaded machine times badly
+// but counts as well as an idle one.
+func reportSwitches(b *testing.B) func() {
+	var before unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &before)
+	return func() {
+		var after unix.Rusage
+		unix.Getrusage(unix.RUSAGE_SELF, &after)
+		switches := after.Nvcsw + after.Nivcsw - before.Nvcsw - before.Nivcsw
+		b.ReportMetric(float64(switches)/float64(b.N), "switches/op")
+	}
+}
+
+// BenchmarkConcurrentQuickReads times 4 readers reading a file at once,
+// each one READ after another that the file system answers at once (as
+// node's thread pool reads cached chunks): the transport's cost when
+// requests overlap but none waits.
+//
+//	go test -run '^$' -bench ConcurrentQuickReads ./fs/fuseuring/
+func BenchmarkConcurrentQuickReads(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("SKIP: needs root (mount(2))")
+	}
+	for _, transport := range []string{"dev-fuse", "io_uring"} {
+		b.Run(transport, func(b *testing.B) {
+			if transport == "io_uring" {
+				if err := Enable(); err != nil {
+					b.Skipf("SKIP: %v", err)
+				}
+				if err := Available(); err != nil {
+					b.Skipf("SKIP: %v", err)
+				}
+			}
+			path, _ := mountWaiting(b, transport == "dev-fuse")
+			defer reportSwitches(b)()
+			b.SetParallelism(2) // 4 readers on 2 CPUs
+			b.RunParallel(func(pb *testing.PB) {
+				f, err := os.Open(path)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				defer f.Close()
+				buf := make([]byte, waitingSize/2)
+				for pb.Next() {
+					if _, err := f.ReadAt(buf, 1); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
 		})
 	}
 }

@@ -70,8 +70,7 @@ type cqe struct {
 	flags    uint32
 }
 
-// ring is one io_uring instance. Its users serialise its methods, but for
-// wait.
+// ring is one io_uring instance, used by one thread at a time.
 type ring struct {
 	fd               int
 	sqMem, cqMem     []byte
@@ -133,31 +132,38 @@ func (r *ring) next() (e *sqe, cmd []byte, ok bool) {
 }
 
 // submit hands the kernel what next queued.
-func (r *ring) submit() error {
-	for r.pendingSubmitted > 0 {
-		n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(r.pendingSubmitted), 0, 0, 0, 0)
-		if errno == syscall.EINTR {
-			continue
-		}
-		if errno != 0 {
+func (r *ring) submit() error { return r.enter(false) }
+
+// submitAndWait hands the kernel what next queued, if anything, and then
+// waits until there is a completion (or a signal came), in one system call.
+func (r *ring) submitAndWait() error { return r.enter(true) }
+
+// enter submits what next queued (all of it, over as many calls as the
+// kernel needs) and, when wait, blocks until there is a completion or a
+// signal came.
+func (r *ring) enter(wait bool) error {
+	var minComplete, flags uintptr
+	if wait {
+		minComplete, flags = 1, enterGetEvts
+	}
+	for {
+		n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(r.pendingSubmitted), minComplete, flags, 0, 0)
+		switch {
+		case errno == syscall.EINTR && r.pendingSubmitted > 0:
+			continue // nothing was submitted
+		case errno == syscall.EINTR:
+			return nil // a signal ended the wait
+		case errno != 0:
 			return fmt.Errorf("io_uring_enter: %w", errno)
-		}
-		if n == 0 {
+		case r.pendingSubmitted == 0:
+			return nil
+		case n == 0:
 			return fmt.Errorf("io_uring_enter: took none of %d submissions", r.pendingSubmitted)
 		}
-		r.pendingSubmitted -= uint32(n)
+		if r.pendingSubmitted -= uint32(n); r.pendingSubmitted == 0 {
+			return nil
+		}
 	}
-	return nil
-}
-
-// wait blocks until there is a completion (or a signal came). It submits
-// nothing, so it may run alongside the other methods.
-func (r *ring) wait() error {
-	_, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), 0, 1, enterGetEvts, 0, 0)
-	if errno != 0 && errno != syscall.EINTR {
-		return fmt.Errorf("io_uring_enter: %w", errno)
-	}
-	return nil
 }
 
 // pop consumes the oldest completion; ok is false when there is none.

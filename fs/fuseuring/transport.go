@@ -15,7 +15,7 @@
 //
 // Two rules come from how the kernel delivers requests and how Go runs:
 //   - A thread that submitted an entry's command is locked to its goroutine
-//     and lives as long as the queue. The kernel hands a request to an
+//     and lives as long as the entry. The kernel hands a request to an
 //     entry by task work on the thread that submitted the entry's command,
 //     and cancels the commands of a thread that exits; were that thread
 //     lent to other goroutines, it could sit in a wait on this very mount
@@ -25,13 +25,12 @@
 //     the file system must not keep a coroutine (iter.Pull) across requests,
 //     since Go resumes one only on the thread that made it.
 //
-// A queue overlaps its requests, as go-fuse's /dev/fuse readers do: one of
-// its threads leads, waiting on the ring and serving a request on its own
-// thread (no hand-off on the way of a quick request), and a request slower
-// than slowRequest hands the lead to another thread of the queue, so one
-// waiting on the store holds its entry and its thread, not the queue. A
-// queue keeps depth entries registered, the most requests of its CPU under
-// way at once (and at most depth+1 threads); beyond them the kernel holds
+// A queue overlaps its requests, as go-fuse's /dev/fuse readers do: each
+// of its entries has a ring and a thread of its own, which waits on that
+// ring only and serves the entry's requests itself, so a request costs one
+// thread wakeup and one waiting on the store holds its own entry and
+// thread, not the queue. A queue keeps depth entries registered, the most
+// requests of its CPU under way at once; beyond them the kernel holds
 // requests until an entry is given back.
 package fuseuring
 
@@ -48,7 +47,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 	"unsafe"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -257,7 +255,8 @@ func newFuseFD(before map[int]bool) (int, error) {
 }
 
 // start sets up one queue per possible CPU (the kernel serves a mount over
-// io_uring only once every queue has registered) and returns when all have.
+// io_uring only once every queue has registered) and returns when every
+// entry of every queue has.
 func start(devFD int, server *fuse.Server, opts *fuse.MountOptions) (*Transport, error) {
 	cpus, err := possibleCPUs()
 	if err != nil {
@@ -273,16 +272,20 @@ func start(devFD int, server *fuse.Server, opts *fuse.MountOptions) (*Transport,
 	}
 	t := &Transport{wakeFD: wakeFD, devFD: devFD}
 	payloadSize := entryBytes(opts.MaxWrite) - entryPayloadOffset
-	errs := make(chan error, cpus)
+	depth := queueDepth(cpus, opts.MaxWrite)
+	errs := make(chan error, cpus*depth)
 	for qid := range cpus {
-		q := &queue{t: t, ps: ps, qid: qid, depth: queueDepth(cpus, opts.MaxWrite), payloadSize: payloadSize,
-			lead: make(chan struct{}, 1), ended: make(chan struct{})}
+		q := &queue{t: t, ps: ps, qid: qid}
 		t.queues = append(t.queues, q)
-		t.done.Add(1)
-		go q.run(errs)
+		for range depth {
+			e := &entry{q: q}
+			q.entries = append(q.entries, e)
+			t.done.Add(1)
+			go e.run(payloadSize, errs)
+		}
 	}
 	var first error
-	for range cpus {
+	for range cpus * depth {
 		if err := <-errs; err != nil && first == nil {
 			first = err
 		}
@@ -339,42 +342,31 @@ func possibleCPUs() (int, error) {
 	return n + 1, nil
 }
 
-// queue is the ring of one CPU, its entries, and the locked threads that
-// serve them. One thread leads: it waits on the ring and serves what comes
-// on its own thread, as go-fuse's /dev/fuse readers do. A request that
-// takes longer than slowRequest hands the lead to another thread (an idle
-// one, or a new one), so it holds its entry and its thread, not the
-// queue. Threads never end before the queue does: the kernel cancels the
-// commands a thread submitted when it exits.
+// queue is what the entries of one CPU share. Each entry has a ring of
+// its own and a locked thread, pinned to the CPU, that waits on that ring
+// alone and serves the entry's requests on itself, as each of go-fuse's
+// /dev/fuse readers serves what it reads. The kernel hands a request to
+// the entry given back last, by task work on the thread that gave it back:
+// that thread is the one waiting on the entry's ring, so a request costs
+// one wakeup, the one /dev/fuse costs, and a request that waits on the
+// store holds its entry and its thread, never another's. A thread lives as
+// long as its entry: the kernel cancels the commands of a thread that
+// exits.
 type queue struct {
-	t           *Transport
-	ps          *fuse.ProtocolServer
-	qid         int
-	depth       int
-	payloadSize int
-	entries     []*entry
-
-	lead    chan struct{}  // holds the lead while no thread has it
-	ended   chan struct{}  // closed when the queue ends
-	end     sync.Once      // closes ended
-	threads sync.WaitGroup // the queue's threads
-
-	mu      sync.Mutex // guards the ring (but wait) and what follows
-	ring    *ring
-	live    int  // entries the kernel has not ended
-	stopped bool // the transport was stopped
-	idle    int  // threads waiting for the lead
+	t       *Transport
+	ps      *fuse.ProtocolServer
+	qid     int
+	entries []*entry
 
 	inFlight atomic.Int32 // requests being served
 }
 
-// slowRequest is how long a request may keep the lead of its queue.
-const slowRequest = 200 * time.Microsecond
-
 // entry is one request buffer registered with the kernel: the header, the
 // iovecs that describe it to the kernel, and the payload, in memory of its
-// own that Go never moves.
+// own that Go never moves, and the ring its thread submits its commands on.
 type entry struct {
+	q       *queue
+	ring    *ring
 	mem     []byte
 	header  []byte
 	payload []byte
@@ -388,20 +380,20 @@ const (
 	entryPayloadOffset = 4096
 )
 
-// run sets the queue up on its first thread, which then leads, and
-// releases the queue once every thread has ended.
-func (q *queue) run(started chan<- error) {
-	defer q.t.done.Done()
-	q.threads.Add(1)
-	lockToCPU(q.qid)
-	err := q.setUp()
+// entryTag is the user data of an entry's commands.
+const entryTag = 0
+
+// run sets the entry up on a thread of its own, which then serves it until
+// the connection or the transport ends, and releases it.
+func (e *entry) run(payloadSize int, started chan<- error) {
+	defer e.q.t.done.Done()
+	lockToCPU(e.q.qid)
+	err := e.setUp(payloadSize)
 	started <- err
 	if err == nil {
-		q.serve(true, false)
+		e.serve()
 	}
-	q.threads.Done()
-	q.threads.Wait()
-	q.tearDown()
+	e.tearDown()
 }
 
 // lockToCPU keeps the calling goroutine on its thread for good (a locked
@@ -414,42 +406,32 @@ func lockToCPU(cpu int) {
 	unix.SchedSetaffinity(0, &cpus) // an offline CPU: run anywhere
 }
 
-func (q *queue) setUp() error {
+func (e *entry) setUp(payloadSize int) error {
 	var err error
-	// One submission slot per entry and one for the wake poll: an entry
-	// has at most one command queued.
-	if q.ring, err = newRing(uint32(q.depth + 1)); err != nil {
+	// One submission slot for the entry's command and one for the wake poll.
+	if e.ring, err = newRing(2); err != nil {
 		return err
 	}
-	for range q.depth {
-		mem, err := unix.Mmap(-1, 0, entryPayloadOffset+q.payloadSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-		if err != nil {
-			return fmt.Errorf("allocating io_uring entries: %w", err)
-		}
-		e := &entry{mem: mem, header: mem[:headerSize], payload: mem[entryPayloadOffset:]}
-		iov := unsafe.Slice((*unix.Iovec)(unsafe.Pointer(&mem[entryIovecOffset])), 2)
-		iov[0].Base, iov[0].Len = &e.header[0], headerSize
-		iov[1].Base, iov[1].Len = &e.payload[0], uint64(len(e.payload))
-		q.entries = append(q.entries, e)
+	if e.mem, err = unix.Mmap(-1, 0, entryPayloadOffset+payloadSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil {
+		return fmt.Errorf("allocating io_uring entries: %w", err)
 	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.live = len(q.entries)
-	for i := range q.entries {
-		q.queueCmd(i, cmdRegister)
-	}
-	s, _, _ := q.ring.next()
-	s.opcode, s.fd, s.opFlags, s.userData = opPollAdd, int32(q.t.wakeFD), unix.POLLIN, wakeTag
-	if err := q.ring.submit(); err != nil {
+	e.header, e.payload = e.mem[:headerSize], e.mem[entryPayloadOffset:]
+	iov := unsafe.Slice((*unix.Iovec)(unsafe.Pointer(&e.mem[entryIovecOffset])), 2)
+	iov[0].Base, iov[0].Len = &e.header[0], headerSize
+	iov[1].Base, iov[1].Len = &e.payload[0], uint64(len(e.payload))
+	e.queueCmd(cmdRegister)
+	s, _, _ := e.ring.next()
+	s.opcode, s.fd, s.opFlags, s.userData = opPollAdd, int32(e.q.t.wakeFD), unix.POLLIN, wakeTag
+	if err := e.ring.submit(); err != nil {
 		return err
 	}
 	// A registration the kernel refuses completes at once, with the
 	// reason; an accepted one completes with the entry's first request,
 	// which serve takes from the ring.
 	var refused error
-	q.ring.peek(func(c cqe) {
-		if c.userData != wakeTag && c.res < 0 && !retry(c) && refused == nil {
-			refused = fmt.Errorf("registering FUSE io_uring queue %d: %w", q.qid, syscall.Errno(-c.res))
+	e.ring.peek(func(c cqe) {
+		if c.userData == entryTag && c.res < 0 && !retry(c) && refused == nil {
+			refused = fmt.Errorf("registering FUSE io_uring queue %d: %w", e.q.qid, syscall.Errno(-c.res))
 		}
 	})
 	return refused
@@ -460,150 +442,51 @@ func retry(c cqe) bool {
 	return c.res == -int32(syscall.EAGAIN) || c.res == -int32(syscall.EINTR)
 }
 
-// queueCmd queues cmd for entry i; q.mu is held.
-func (q *queue) queueCmd(i int, cmd uint32) {
-	s, area, ok := q.ring.next()
+// queueCmd queues cmd for the entry.
+func (e *entry) queueCmd(cmd uint32) {
+	s, area, ok := e.ring.next()
 	if !ok {
-		panic("fuseuring: submission queue full") // one slot per entry, plus the wake poll
+		panic("fuseuring: submission queue full") // one slot for the entry, one for the wake poll
 	}
-	e := q.entries[i]
 	e.lastCmd = cmd
-	s.opcode, s.fd, s.off, s.userData = opURingCmd, int32(q.t.devFD), uint64(cmd), uint64(i)
+	s.opcode, s.fd, s.off, s.userData = opURingCmd, int32(e.q.t.devFD), uint64(cmd), entryTag
 	if cmd == cmdRegister {
 		s.addr, s.len = uint64(uintptr(unsafe.Pointer(&e.mem[entryIovecOffset]))), 2
 	} else {
 		copy(area[8:16], e.header[headerCommitID:headerCommitID+8])
 	}
-	binary.NativeEndian.PutUint16(area[16:18], uint16(q.qid))
+	binary.NativeEndian.PutUint16(area[16:18], uint16(e.q.qid))
 }
 
-// thread is a thread of the queue beyond its first, counted as idle by
-// handOver: it waits for the lead and serves, until the queue ends.
-func (q *queue) thread() {
-	defer q.threads.Done()
-	lockToCPU(q.qid)
-	q.serve(false, true)
-}
-
-// serve leads the queue when it has the lead (or when it receives it)
-// and waits for the lead again when it hands it over, until the queue
-// ends. counted says the thread is counted as idle already.
-func (q *queue) serve(leading, counted bool) {
-	l := &leader{q: q, handedOver: make(chan struct{}, 1)}
-	l.slow = time.AfterFunc(time.Hour, func() {
-		q.handOver()
-		l.handedOver <- struct{}{}
-	})
-	l.slow.Stop()
+// serve takes the completions of the entry's ring and serves its requests,
+// each reply going back with the command that fetches the next request,
+// in the same system call as the wait for it, until the connection is
+// gone or the transport is stopped.
+func (e *entry) serve() {
 	for {
-		if !leading {
-			if !counted {
-				q.mu.Lock()
-				q.idle++
-				q.mu.Unlock()
-			}
-			counted = false
-			select {
-			case <-q.lead:
-			case <-q.ended:
-				return
-			}
-			q.mu.Lock()
-			q.idle--
-			q.mu.Unlock()
-		}
-		if !l.leadUntilSlow() {
-			return
-		}
-		leading = false
-	}
-}
-
-// leader is a thread's part in leading its queue.
-type leader struct {
-	q          *queue
-	slow       *time.Timer   // hands the lead over when a request is slow
-	handedOver chan struct{} // slow has handed the lead over
-}
-
-// leadUntilSlow takes the completions of the ring, and serves the
-// requests, on this thread, until a request is slow (it returns true,
-// another thread having the lead), or the queue ends (false).
-func (l *leader) leadUntilSlow() bool {
-	q := l.q
-	for {
-		q.mu.Lock()
-		if q.live == 0 || q.stopped {
-			q.mu.Unlock()
-			q.end.Do(func() { close(q.ended) })
-			return false
-		}
-		c, ok := q.ring.pop()
-		request := -1
+		c, ok := e.ring.pop()
 		switch {
 		case !ok:
 		case c.userData == wakeTag:
-			q.stopped = true
+			return
 		case retry(c):
-			q.queueCmd(int(c.userData), q.entries[c.userData].lastCmd)
-			q.submit()
+			e.queueCmd(e.lastCmd)
 		case c.res < 0:
-			q.live-- // ENOTCONN: the connection is gone
+			return // ENOTCONN: the connection is gone
 		default:
-			request = int(c.userData)
+			e.handle()
+			e.queueCmd(cmdCommitAndFetch)
 		}
-		q.mu.Unlock()
-		if !ok {
-			if err := q.ring.wait(); err != nil {
-				q.mu.Lock()
-				q.stopped = true
-				q.mu.Unlock()
-			}
-			continue
-		}
-		if request < 0 {
-			continue
-		}
-		l.slow.Reset(slowRequest)
-		q.handle(request)
-		q.mu.Lock()
-		q.queueCmd(request, cmdCommitAndFetch)
-		q.submit()
-		q.mu.Unlock()
-		if !l.slow.Stop() {
-			<-l.handedOver
-			return true
+		// The kernel refuses nothing short of the ring being gone.
+		if e.ring.submitAndWait() != nil {
+			return
 		}
 	}
 }
 
-// submit hands the ring what is queued; q.mu is held. The kernel cannot
-// refuse it short of the ring being gone, when the queue ends.
-func (q *queue) submit() {
-	if err := q.ring.submit(); err != nil {
-		q.stopped = true
-	}
-}
-
-// handOver gives the lead to a thread that waits for it, or to a new one.
-func (q *queue) handOver() {
-	q.mu.Lock()
-	spawn := q.idle == 0
-	if spawn {
-		q.idle++ // at once: the next hand-over must not count on another
-		q.threads.Add(1)
-	}
-	q.mu.Unlock()
-	if spawn {
-		go q.thread()
-	}
-	q.lead <- struct{}{}
-}
-
-// handle serves the request in entry i and leaves the reply in it.
-func (q *queue) handle(i int) {
-	e := q.entries[i]
-	h := e.header
+// handle serves the request in the entry and leaves the reply in it.
+func (e *entry) handle() {
+	q, h := e.q, e.header
 	q.t.requests.Add(1)
 	q.t.notePeak(q.inFlight.Add(1))
 	defer q.inFlight.Add(-1)
@@ -646,12 +529,13 @@ func replyError(e *entry, unique uint64, errno syscall.Errno) {
 	binary.NativeEndian.PutUint32(h[headerPayloadSz:], 0)
 }
 
-// tearDown releases the queue once its threads have ended.
-func (q *queue) tearDown() {
-	if q.ring != nil {
-		q.ring.close() // cancels what the kernel still holds
+// tearDown releases the entry; closing its ring cancels what the kernel
+// still holds of it.
+func (e *entry) tearDown() {
+	if e.ring != nil {
+		e.ring.close()
 	}
-	for _, e := range q.entries {
+	if e.mem != nil {
 		unix.Munmap(e.mem)
 	}
 }

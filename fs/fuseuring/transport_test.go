@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -473,4 +474,60 @@ func TestBuffersWithinBudget(t *testing.T) {
 	if transport.PeakInFlight() < 2 {
 		t.Errorf("at most %d request at once on a queue: the burst did not fill the queues", transport.PeakInFlight())
 	}
+}
+
+// TestEveryEntryWaitsOnItsRing makes concurrent reads wait on every queue,
+// then checks that once they are done every entry has a thread blocked on
+// its ring: the kernel hands a request to an entry by task work on the
+// thread that gave the entry back, so that thread waiting on the ring is
+// woken once and serves the request. A transport whose idle threads park
+// elsewhere while one waits on the ring pays two wakeups a request.
+func TestEveryEntryWaitsOnItsRing(t *testing.T) {
+	enableForTest(t)
+	path, transport := mountWaiting(t, false)
+	const readers = 4
+	files := make([]*os.File, readers*runtime.NumCPU())
+	for i := range files {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		files[i] = f
+	}
+	for range 3 {
+		if err := readAtOnce(path, readers, files); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if transport.PeakInFlight() < 2 {
+		t.Errorf("at most %d request at once on a queue: the reads did not overlap", transport.PeakInFlight())
+	}
+	entries := 0
+	for _, q := range transport.queues {
+		entries += len(q.entries)
+	}
+	waiting := 0
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if waiting = threadsIn(t, unix.SYS_IO_URING_ENTER); waiting >= entries {
+			return
+		}
+	}
+	t.Errorf("%d threads wait on a ring, for %d entries", waiting, entries)
+}
+
+// threadsIn counts the threads of the process blocked in system call nr.
+func threadsIn(t *testing.T, nr int) int {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, task := range tasks {
+		b, err := os.ReadFile(filepath.Join("/proc/self/task", task.Name(), "syscall"))
+		if err == nil && strings.HasPrefix(string(b), fmt.Sprint(nr)+" ") {
+			n++
+		}
+	}
+	return n
 }
