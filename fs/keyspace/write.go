@@ -206,10 +206,21 @@ func (h *WriteHandle) WriteAt(p []byte, off int64) (int, error) {
 			return 0, err
 		}
 	}
-	if end > int64(len(*buf)) {
-		*buf = slices.Grow(*buf, int(end)-len(*buf))[:end]
+	switch {
+	case off == int64(len(*buf)):
+		// Appended: the new memory is not zeroed before p fills it (a
+		// chunk file is one such write).
+		*buf = append(*buf, p...)
+	case end > int64(len(*buf)):
+		n := len(*buf)
+		*buf = slices.Grow(*buf, int(end)-n)[:end]
+		if off > int64(n) {
+			clear((*buf)[n:off]) // a hole reads as zeros, whatever a truncate left past the end
+		}
+		fallthrough
+	default:
+		copy((*buf)[off:], p)
 	}
-	copy((*buf)[off:], p)
 	h.dirty, h.refused = true, false
 	return len(p), nil
 }

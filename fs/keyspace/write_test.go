@@ -680,3 +680,29 @@ func TestTruncateByPath(t *testing.T) {
 		t.Errorf("temporary file after truncate: %q", got)
 	}
 }
+
+// TestWriteBeyondTruncatedEnd: after a file is truncated shorter, a write
+// past its end leaves a hole of zeros, not the bytes the truncate cut.
+func TestWriteBeyondTruncatedEnd(t *testing.T) {
+	f, _, _ := writableFS(t)
+	ctx := context.Background()
+	v2 := lookupDir(t, f.Root(keyspace.V2), "uint16_zstd_end")
+	_, h, err := v2.Create(ctx, ".hole", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.WriteAt(bytes.Repeat([]byte{7}, 8), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Truncate(2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.WriteAt([]byte{9}, 6); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 16)
+	n, _ := h.ReadAt(got, 0)
+	if want := []byte{7, 7, 0, 0, 0, 0, 9}; !bytes.Equal(got[:n], want) {
+		t.Fatalf("file holds %v, want %v", got[:n], want)
+	}
+}

@@ -6,9 +6,10 @@
 //     Sync, the machine crashing);
 //   - until its shard is published, the update is held in memory, where
 //     readers see it at once (Lookup);
-//   - a shard is published when its updates have gone quiet, by one locked
-//     read-modify-write of the shard (store.Update): updates to many inner
-//     chunks of a shard cost about one shard rewrite, every shard in the
+//   - a shard is published when the updates of its array have gone quiet,
+//     by one locked read-modify-write of the shard (store.Update): updates
+//     to many inner chunks of a shard cost about one shard rewrite, every
+//     shard in the
 //     store is always a whole, valid shard, and writers in other processes
 //     never lose each other's updates;
 //   - journals of processes that died are replayed by the next writer.
@@ -32,15 +33,18 @@ import (
 
 // Options tune when shards are published.
 type Options struct {
-	// IdleDelay: a shard is published once it has had no update for this
-	// long (default 300ms), so a writer going through a shard chunk by
-	// chunk causes one rewrite.
+	// IdleDelay: a shard is published once its array has had no update
+	// for this long (default 300ms), so a writer going through a shard
+	// chunk by chunk causes one rewrite, also when it goes through the
+	// array's shards in turn and comes back (cp -r writes the chunk files
+	// in the order it lists them, which may visit every shard in turn).
 	IdleDelay time.Duration
 	// MaxDelay bounds how long an update waits to be published, even if
 	// the shard keeps changing (default 5s).
 	MaxDelay time.Duration
-	// MaxPendingBytes bounds the updates held in memory; beyond it, Put
-	// publishes the oldest shards before returning (default 256 MiB).
+	// MaxPendingBytes bounds the updates held in memory: past 3/4 of it
+	// the shards holding the most are published in the background, and
+	// beyond it Put publishes them before returning (default 256 MiB).
 	MaxPendingBytes int64
 	Logger          *slog.Logger
 }
@@ -57,7 +61,10 @@ type Writer struct {
 	shards   map[string]*pendingShard
 	pending  int64 // bytes of pending chunk data
 	seq      uint64
-	idle     *sync.Cond // signalled when a publish finishes
+	// lastUpdate is the time of the newest update of each array with
+	// pending updates.
+	lastUpdate map[string]time.Time
+	idle       *sync.Cond // signalled when a publish finishes
 
 	published       atomic.Pointer[func(shardKey string)] // see OnPublished
 	publishedChunks atomic.Uint64                         // see Stats
@@ -72,6 +79,7 @@ type pendingShard struct {
 	key        string
 	coords     []int
 	chunks     map[int]*pendingChunk
+	bytes      int64     // of pending chunk data
 	first      time.Time // oldest unpublished update
 	last       time.Time // newest update
 	publishing bool
@@ -122,7 +130,7 @@ func New(s store.Store, journalRoot *JournalRoot, opts Options) (*Writer, error)
 	if err != nil {
 		return nil, err
 	}
-	w := &Writer{store: s, journal: j, opts: opts, shards: map[string]*pendingShard{},
+	w := &Writer{store: s, journal: j, opts: opts, shards: map[string]*pendingShard{}, lastUpdate: map[string]time.Time{},
 		kick: make(chan struct{}, 1), done: make(chan struct{})}
 	w.idle = sync.NewCond(&w.mu)
 	w.wg.Go(w.publishLoop)
@@ -174,19 +182,23 @@ func (w *Writer) update(ctx context.Context, a *zarr.Array, coords []int, data [
 	}
 	if old := ps.chunks[local]; old != nil {
 		w.pending -= int64(len(old.Data))
+		ps.bytes -= int64(len(old.Data))
 		w.journal.Release(old.pos)
 	}
 	w.seq++
 	ps.chunks[local] = &pendingChunk{Pending: Pending{Data: data, Deleted: del, Seq: w.seq, Time: now}, pos: pos}
 	ps.last = now
+	w.lastUpdate[a.Path] = now
 	w.pending += int64(len(data))
+	ps.bytes += int64(len(data))
 	over := w.pending > w.opts.MaxPendingBytes
+	crossed := w.pending > w.relief() && w.pending-int64(len(data)) <= w.relief()
 	complete := ps.complete()
 	w.mu.Unlock()
 	w.appendMu.Unlock()
 	// The publisher's ticker finds shards that went quiet; waking it for
 	// every update would cost a thread wakeup per chunk written.
-	if complete {
+	if complete || crossed {
 		select {
 		case w.kick <- struct{}{}:
 		default:
@@ -198,7 +210,13 @@ func (w *Writer) update(ctx context.Context, a *zarr.Array, coords []int, data [
 	return nil
 }
 
-// relieve publishes the oldest shards until pending updates fit the budget.
+// relief is the pending bytes past which the publisher publishes the
+// shards holding the most in the background, so that a writer keeps
+// writing rather than wait for a publish (relieve) at the budget.
+func (w *Writer) relief() int64 { return w.opts.MaxPendingBytes / 4 * 3 }
+
+// relieve publishes the shards holding the most pending bytes until
+// pending updates fit the budget.
 func (w *Writer) relieve(ctx context.Context) error {
 	for {
 		w.mu.Lock()
@@ -206,22 +224,29 @@ func (w *Writer) relieve(ctx context.Context) error {
 			w.mu.Unlock()
 			return nil
 		}
-		var oldest *pendingShard
-		for _, ps := range w.shards {
-			if !ps.publishing && (oldest == nil || ps.first.Before(oldest.first)) {
-				oldest = ps
-			}
-		}
-		if oldest == nil { // everything is being published: wait for it
+		largest := w.largest(nil)
+		if largest == nil { // everything is being published: wait for it
 			w.idle.Wait()
 			w.mu.Unlock()
 			continue
 		}
 		w.mu.Unlock()
-		if err := w.publish(ctx, oldest.key); err != nil {
+		if err := w.publish(ctx, largest.key); err != nil {
 			return err
 		}
 	}
+}
+
+// largest returns the shard holding the most pending bytes that is
+// neither being published nor in skip (nil if none); w.mu is held.
+func (w *Writer) largest(skip map[string]bool) *pendingShard {
+	var out *pendingShard
+	for key, ps := range w.shards {
+		if !ps.publishing && !skip[key] && (out == nil || ps.bytes > out.bytes) {
+			out = ps
+		}
+	}
+	return out
 }
 
 // Lookup returns the pending update of the inner chunk at inner grid
@@ -346,21 +371,45 @@ func (w *Writer) publishLoop() {
 	}
 }
 
-// due lists the shards to publish now.
+// due lists the shards to publish now: those complete, those of arrays
+// gone quiet, those waiting MaxDelay, and past the relief mark those
+// holding the most until what remains is under it.
 func (w *Writer) due(now time.Time) []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var keys []string
+	due := map[string]bool{}
+	held := map[string]bool{} // due, or waiting to retry
+	writing := map[string]bool{}
+	remaining := w.pending
 	for key, ps := range w.shards {
-		if ps.publishing || now.Before(ps.retryAt) {
+		writing[ps.a.Path] = true
+		if ps.publishing {
+			remaining -= ps.bytes
 			continue
 		}
-		if ps.complete() || now.Sub(ps.last) >= w.opts.IdleDelay || now.Sub(ps.first) >= w.opts.MaxDelay {
-			keys = append(keys, key)
+		if now.Before(ps.retryAt) {
+			held[key] = true
+			continue
+		}
+		if ps.complete() || now.Sub(w.lastUpdate[ps.a.Path]) >= w.opts.IdleDelay || now.Sub(ps.first) >= w.opts.MaxDelay {
+			due[key], held[key] = true, true
+			remaining -= ps.bytes
 		}
 	}
-	slices.Sort(keys)
-	return keys
+	for remaining > w.relief() {
+		ps := w.largest(held)
+		if ps == nil {
+			break
+		}
+		due[ps.key], held[ps.key] = true, true
+		remaining -= ps.bytes
+	}
+	for path := range w.lastUpdate {
+		if !writing[path] {
+			delete(w.lastUpdate, path)
+		}
+	}
+	return slices.Sorted(maps.Keys(due))
 }
 
 // publish writes the pending updates of one shard into the store.
@@ -406,6 +455,7 @@ func (w *Writer) publish(ctx context.Context, key string) error {
 		if ps.chunks[local] == pc { // not updated again meanwhile
 			delete(ps.chunks, local)
 			w.pending -= int64(len(pc.Data))
+			ps.bytes -= int64(len(pc.Data))
 			done = append(done, pc.pos)
 		}
 	}

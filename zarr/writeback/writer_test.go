@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -428,4 +429,73 @@ func testJournalRoot(t *testing.T, dir string) *JournalRoot {
 	}
 	t.Cleanup(func() { r.Close() })
 	return r
+}
+
+// TestQuietArray: a shard is published once its array, not only the
+// shard, has gone quiet, so a writer that goes through the shards in turn
+// (cp -r listing chunk files in no particular order) rewrites each shard
+// once, not once per visit.
+func TestQuietArray(t *testing.T) {
+	dir := t.TempDir()
+	_, a := newArray(t, dir, zstdInner)
+	idle := time.Hour // the publisher never finds a shard quiet by itself
+	w, err := New(openStore(t, dir), testJournalRoot(t, dir), Options{IdleDelay: idle, MaxDelay: 10 * idle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(context.Background())
+	ctx := context.Background()
+	if err := w.Put(ctx, a, []int{0, 0}, innerChunk(t, a, 1)); err != nil { // shard (0,0)
+		t.Fatal(err)
+	}
+	if err := w.Put(ctx, a, []int{0, 4}, innerChunk(t, a, 2)); err != nil { // shard (0,1), later
+		t.Fatal(err)
+	}
+	w.mu.Lock()
+	last := w.shards[a.ChunkKey([]int{0, 1})].last
+	w.mu.Unlock()
+	if due := w.due(last.Add(idle - time.Nanosecond)); len(due) != 0 {
+		t.Fatalf("due while their array is still being written: %v", due)
+	}
+	want := []string{a.ChunkKey([]int{0, 0}), a.ChunkKey([]int{0, 1})}
+	if due := w.due(last.Add(idle)); !slices.Equal(due, want) {
+		t.Fatalf("due once the array went quiet: %v, want %v", due, want)
+	}
+}
+
+// TestReliefInBackground: past 3/4 of MaxPendingBytes the shard holding
+// the most is published in the background, before the budget makes a
+// writer wait for a publish; the others stay pending.
+func TestReliefInBackground(t *testing.T) {
+	dir := t.TempDir()
+	_, a := newArray(t, dir, []meta.Codec{zarrtest.BytesLE})
+	size := int64(len(innerChunk(t, a, 0)))
+	// 7 chunks: past the relief mark (6), within the budget (8).
+	w, err := New(openStore(t, dir), testJournalRoot(t, dir), Options{IdleDelay: time.Hour, MaxDelay: time.Hour, MaxPendingBytes: 8 * size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(context.Background())
+	ctx := context.Background()
+	for j := range 4 { // shard (0,0)
+		if err := w.Put(ctx, a, []int{0, j}, innerChunk(t, a, uint16(j+1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for j := 4; j < 7; j++ { // shard (0,1)
+		if err := w.Put(ctx, a, []int{0, j}, innerChunk(t, a, uint16(j+1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); w.Unpublished() != 3; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d updates unpublished 30 s after %d of %d pending bytes, want the 3 of the smaller shard", w.Unpublished(), 7*size, 8*size)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(a.ChunkKey([]int{0, 0})))); err != nil {
+		t.Fatalf("the larger shard was not published: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(a.ChunkKey([]int{0, 1})))); err == nil {
+		t.Fatal("the smaller shard was published too")
+	}
 }
