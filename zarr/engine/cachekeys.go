@@ -12,7 +12,7 @@ import "fmt"
 // stored objects (package blocks) are kept here under those keys too.
 
 // objectKey is the key of an objectState: what is known of a stored
-// object (for a shard, its index).
+// object (for a shard, its index), in Engine.objects.
 func objectKey(key string) string { return "obj\x00" + key }
 
 // chunkRangeKey is the key of one chunk's stored bytes, read by range.

@@ -12,6 +12,9 @@ import (
 // and did, and what was read from the store.
 type Stats struct {
 	Cache cache.Stats `json:"cache"`
+	// Indexes counts the use of the cache of shard indexes (and of what
+	// is known of other stored objects), kept apart from Cache.
+	Indexes cache.Stats `json:"index_cache"`
 	// IndexLoads counts shard indexes read from the store: first uses,
 	// and reloads after a change or an eviction.
 	IndexLoads uint64 `json:"index_loads"`
@@ -51,6 +54,7 @@ type counters struct {
 func (e *Engine) Stats() Stats {
 	st := Stats{
 		Cache:        e.cache.Stats(),
+		Indexes:      e.objects.Stats(),
 		IndexLoads:   e.counts.indexLoads.Load(),
 		RangeReads:   e.counts.rangeReads.Load(),
 		Coalesced:    e.counts.coalesced.Load(),
