@@ -11,10 +11,9 @@ import (
 // Stats are the engine's counters since it was made: what its caches hold
 // and did, and what was read from the store.
 type Stats struct {
+	// Cache counts the memory cache of chunk bytes, and the uses of the
+	// one of shard indexes kept apart (hits, misses, evictions, errors).
 	Cache cache.Stats `json:"cache"`
-	// Indexes counts the use of the cache of shard indexes (and of what
-	// is known of other stored objects), kept apart from Cache.
-	Indexes cache.Stats `json:"index_cache"`
 	// IndexLoads counts shard indexes read from the store: first uses,
 	// and reloads after a change or an eviction.
 	IndexLoads uint64 `json:"index_loads"`
@@ -54,13 +53,17 @@ type counters struct {
 func (e *Engine) Stats() Stats {
 	st := Stats{
 		Cache:        e.cache.Stats(),
-		Indexes:      e.objects.Stats(),
 		IndexLoads:   e.counts.indexLoads.Load(),
 		RangeReads:   e.counts.rangeReads.Load(),
 		Coalesced:    e.counts.coalesced.Load(),
 		FetchedBytes: e.counts.fetchedBytes.Load(),
 		ReadAhead:    e.counts.ahead.Load(),
 	}
+	o := e.objects.Stats()
+	st.Cache.Hits += o.Hits
+	st.Cache.Misses += o.Misses
+	st.Cache.Evictions += o.Evictions
+	st.Cache.LoadErrors += o.LoadErrors
 	if e.files != nil {
 		st.ShardOpens = e.files.opens.Load()
 	}
