@@ -253,35 +253,56 @@ func waitFor(f *keyspace.FS, done func(keyspace.Stats) bool) keyspace.Stats {
 	}
 }
 
-// TestLookupsInKeyOrderLoadIndexesAhead: a reader that looks up the chunk
-// files of an array in key order before reading any (node's readFile of
-// many files at once opens them all first) has the indexes of the next
-// shards loaded in the background once it has looked up chunks of two
-// consecutive shards, at once instead of one round trip after another on
-// its path: looking up their chunks then sends nothing.
-func TestLookupsInKeyOrderLoadIndexesAhead(t *testing.T) {
-	f, _, _ := accessFS(t, keyspace.Options{FetchAhead: true, Revalidate: time.Hour})
-	c := lookupDir(t, lookupDir(t, f.Root(keyspace.V3), "a"), "c")
-	ctx := context.Background()
-	before := f.Stats()
-	for _, i := range []int{0, 1, accessPerShard, accessPerShard + 1} { // shards 0 and 1
-		if _, err := c.Lookup(ctx, strconv.Itoa(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	const ahead = 8 // the next shards' indexes loaded in the background
-	st := waitFor(f, func(st keyspace.Stats) bool { return requestDelta(before, st)["suffix GET"] >= 2+ahead })
-	if got := requestDelta(before, st)["suffix GET"]; got != 2+ahead {
-		t.Fatalf("%d index GETs after looking up chunks of shards 0 and 1; want %d (2 and the next %d)", got, 2+ahead, ahead)
-	}
-	before = st
-	for i := 2 * accessPerShard; i < (2+ahead)*accessPerShard; i++ {
-		if _, err := c.Lookup(ctx, strconv.Itoa(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got := requestDelta(before, f.Stats()); len(got) != 0 {
-		t.Errorf("looking up the chunks of shards 2 to %d sent %v; want nothing", 1+ahead, got)
+// TestLookupsLoadIndexesAhead: a reader that looks up chunk files of two
+// shards of an array of a few shards (a random reader, or node's readFile
+// of many files at once opening them all first) has the indexes of all
+// the others loaded in the background, instead of one round trip after
+// another on its path: looking up their chunks then sends nothing. When
+// the indexes do not fit in a sixteenth of the cache, a reader that looked
+// up chunks of two consecutive shards has the next 8 shards' loaded.
+func TestLookupsLoadIndexesAhead(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		cacheBytes int64 // 0: the default
+		shards     []int // looked up
+		ahead      int   // the indexes then loaded in the background
+	}{
+		{"all shards", 0, []int{0, 5}, accessShards - 2},
+		{"the next shards", 256 << 10, []int{0, 1}, 8},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, _, _ := accessFS(t, keyspace.Options{FetchAhead: true, Revalidate: time.Hour, CacheBytes: c.cacheBytes})
+			dir := lookupDir(t, lookupDir(t, f.Root(keyspace.V3), "a"), "c")
+			ctx := context.Background()
+			before := f.Stats()
+			for _, s := range c.shards {
+				for _, i := range []int{s * accessPerShard, s*accessPerShard + 1} {
+					if _, err := dir.Lookup(ctx, strconv.Itoa(i)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			want := uint64(len(c.shards) + c.ahead)
+			st := waitFor(f, func(st keyspace.Stats) bool { return requestDelta(before, st)["suffix GET"] >= want })
+			if got := requestDelta(before, st)["suffix GET"]; got != want {
+				t.Fatalf("%d index GETs after looking up chunks of shards %v; want %d (those and %d more)", got, c.shards, want, c.ahead)
+			}
+			before = st
+			last := c.shards[len(c.shards)-1]
+			for s := range accessShards {
+				if s == c.shards[0] || s > last+c.ahead {
+					continue
+				}
+				for _, i := range []int{s * accessPerShard, (s+1)*accessPerShard - 1} {
+					if _, err := dir.Lookup(ctx, strconv.Itoa(i)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if got := requestDelta(before, f.Stats()); len(got) != 0 {
+				t.Errorf("looking up chunks of the shards loaded sent %v; want nothing", got)
+			}
+		})
 	}
 }
 

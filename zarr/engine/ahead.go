@@ -33,6 +33,10 @@ const (
 	// at once: one request at a time would make it wait for a round trip
 	// per shard.
 	remoteFetchesAhead = 8
+	// maxIndexesAhead bounds the arrays whose every shard index is loaded
+	// ahead of readers (loadIndexes): a few hundred requests at most, in
+	// the background.
+	maxIndexesAhead = 128
 )
 
 // ReadAheadFrom prepares, for a reader of a store read by ranges that
@@ -222,6 +226,19 @@ func (r *shardRing) add(p int) bool {
 	return true
 }
 
+// size counts the shards remembered.
+func (r *shardRing) size() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, p := range r.pos {
+		if p != 0 {
+			n++
+		}
+	}
+	return n
+}
+
 func (r *shardRing) has(p int) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -313,12 +330,15 @@ func (a *Array) shardAt(p int) (string, bool) {
 type aheadKey struct{}
 
 // loadFollowing is told that a reader loaded the index of the shard at
-// key. When the index of a shard next to it (in key order, or with the
-// first axis fastest) was loaded lately too, readers visit the shards in
-// that order (as a reader opening every chunk file of an array before
-// reading any does: node's readFile of many files at once): the indexes
-// of the next remoteFetchesAhead shards are loaded in the background, at
-// once, instead of one round trip after another on the readers' path.
+// key. Once readers loaded the indexes of two shards of an array of a few
+// shards, they go from shard to shard: the indexes of all are loaded in
+// the background (loadIndexes). Of a larger array, when the index of a
+// shard next to it (in key order, or with the first axis fastest) was
+// loaded lately too, readers visit the shards in that order (as a reader
+// opening every chunk file of an array before reading any does: node's
+// readFile of many files at once): the indexes of the next
+// remoteFetchesAhead shards are loaded in the background, at once,
+// instead of one round trip after another on the readers' path.
 func (a *Array) loadFollowing(ctx context.Context, key string) {
 	p, ok := a.shardPosition(key)
 	if !ok {
@@ -329,18 +349,58 @@ func (a *Array) loadFollowing(ctx context.Context, key string) {
 		return
 	}
 	ahead := context.WithValue(a.e.bg, aheadKey{}, true)
+	if a.loaded.size() >= 2 && a.loadIndexes(ahead) {
+		return
+	}
 	for _, q := range a.nextShards(&a.loaded, p, remoteFetchesAhead) {
 		k, ok := a.shardAt(q)
 		if !ok {
 			continue
 		}
-		if _, cached := a.e.cache.Peek(a.objectKey(k)); cached {
+		if _, cached := a.e.objects.Peek(a.objectKey(k)); cached {
 			continue
 		}
 		if !a.e.fetch(func() { a.object(ahead, k, false) }) {
 			return
 		}
 	}
+}
+
+// loadIndexes loads the indexes of all the array's shards not cached
+// (nor listed absent) in the background, once per Array, as many at once
+// as remoteFetchesAhead allows: a reader going from shard to shard in any
+// order then finds each index cached or on its way, so its first read of
+// a shard costs one round trip, not two. It reports whether the array is
+// small enough: at most maxIndexesAhead shards, whose indexes fill at
+// most half the cache of indexes (they must stay cached until read).
+func (a *Array) loadIndexes(ahead context.Context) bool {
+	e := a.e
+	n, ok := nd.SizeFits(a.z.Grid())
+	if !ok || n > maxIndexesAhead || int64(n)*stateSize(a.shard.NumChunks()) > e.opts.CacheBytes/objectsShare/2 {
+		return false
+	}
+	if !a.indexesLoaded.CompareAndSwap(false, true) {
+		return true
+	}
+	r := &e.ahead
+	r.work.Go(func() {
+		for q := range n {
+			k, ok := a.shardAt(q)
+			if !ok || e.objects.Contains(a.objectKey(k)) {
+				continue
+			}
+			select {
+			case r.fetches <- struct{}{}:
+			case <-e.bg.Done():
+				return
+			}
+			r.work.Go(func() {
+				defer func() { <-r.fetches }()
+				a.object(ahead, k, false)
+			})
+		}
+	})
+	return true
 }
 
 // fetchFollowing is told that the shard at loc is read densely. When a

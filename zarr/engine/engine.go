@@ -42,8 +42,9 @@ var ErrStale = errors.New("shard changed")
 
 // Options configure an Engine.
 type Options struct {
-	// CacheBytes bounds the memory cache of shard indexes and chunk bytes
-	// (and of what its users keep there, see Cache).
+	// CacheBytes bounds the memory cache of chunk bytes (and of what its
+	// users keep there, see Cache); shard indexes take up to an eighth
+	// more (objectsShare).
 	CacheBytes int64
 	// Revalidate is how long a cached shard index is trusted before the
 	// shard is checked for external changes again.
@@ -81,6 +82,11 @@ type Engine struct {
 	logged sync.Map // problem -> struct{}: log each problem once
 
 	cache *cache.Cache // keys: cachekeys.go
+	// objects keeps what is known of stored objects (shard indexes),
+	// apart from cache: chunk bytes streaming through it must not evict
+	// the index their readers go on locating chunks in (each eviction
+	// costs a reader an index request more).
+	objects *cache.Cache
 	// files keeps shard files open on stores that open values (local
 	// directories); on others chunks are read by range (nil).
 	files *fileCache
@@ -111,6 +117,11 @@ type Engine struct {
 	watch    watching       // objects checked every Revalidate (watch.go)
 }
 
+// objectsShare: the states of stored objects take up to 1/objectsShare of
+// Options.CacheBytes besides it (an index of a shard of 1024 inner chunks
+// takes 34 KiB: 32 MiB keeps about 960 of them at the default size).
+const objectsShare = 8
+
 // New returns the engine reading s.
 func New(s store.Store, opts Options) *Engine {
 	if opts.CacheBytes <= 0 {
@@ -126,7 +137,7 @@ func New(s store.Store, opts Options) *Engine {
 		opts.Changed = func(*zarr.Array, []int) {}
 	}
 	bg, stopBg := context.WithCancel(context.Background())
-	e := &Engine{store: s, id: s.String(), opts: opts, cache: cache.New(opts.CacheBytes), bg: bg, stopBg: stopBg}
+	e := &Engine{store: s, id: s.String(), opts: opts, cache: cache.New(opts.CacheBytes), objects: cache.New(opts.CacheBytes / objectsShare), bg: bg, stopBg: stopBg}
 	e.ahead.fetches = make(chan struct{}, remoteFetchesAhead)
 	if o, ok := s.(store.Opener); ok && !s.Remote() {
 		e.files = newFileCache(o, 128)
@@ -204,6 +215,9 @@ type Array struct {
 	// whose indexes were lately loaded, by key-order position (see
 	// fetchFollowing and loadFollowing).
 	dense, loaded shardRing
+	// indexesLoaded is set once the indexes of all the array's shards
+	// were sent for (loadIndexes).
+	indexesLoaded atomic.Bool
 	// fetched is the key-order position of the first chunk that no walk
 	// of walkAhead has found cached or fetching.
 	mu      sync.Mutex

@@ -207,7 +207,7 @@ func (a *Array) loadWhole(ctx context.Context, key string) (*objectState, error)
 		e.counts.indexLoads.Add(1)
 		a.keepIndex(s)
 	}
-	e.cache.Add(a.objectKey(key), s, s.size())
+	e.objects.Add(a.objectKey(key), s, s.size())
 	if s.err != nil {
 		return s, nil
 	}

@@ -130,7 +130,7 @@ func (a *Array) wanted(loc Location) int {
 // shardState is the cached state of loc's shard when it is of loc's
 // generation and has an index; nil otherwise.
 func (a *Array) shardState(loc Location) *objectState {
-	v, ok := a.e.cache.Peek(a.objectKey(loc.Key))
+	v, ok := a.e.objects.Peek(a.objectKey(loc.Key))
 	if !ok {
 		return nil
 	}
@@ -308,7 +308,7 @@ func (a *Array) fetchSpan(ctx context.Context, loc Location, sp *span) ([]byte, 
 // confirmed marks the cached state of loc's shard as checked at t, when
 // it is of loc's generation: a read tied to that generation answered.
 func (a *Array) confirmed(loc Location, t time.Time) {
-	v, ok := a.e.cache.Peek(a.objectKey(loc.Key))
+	v, ok := a.e.objects.Peek(a.objectKey(loc.Key))
 	if !ok {
 		return
 	}

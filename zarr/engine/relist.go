@@ -14,8 +14,11 @@ import (
 // give each value the generation its reads condition on (object stores'
 // ETags), one listing of the array checks them all: the shards it finds
 // unchanged are checked as of its start, and only those it finds changed
-// are checked alone. A store that cannot list so, an array too large for
-// one listing page, or a single shard due are checked one by one.
+// are checked alone. The first shard to come due lists for all those
+// cached, so their checks fall due together from then on, and a read
+// makes one index request per shard however long it lasts. A store that
+// cannot list so, an array too large for one listing page, or an array
+// with a single shard cached are checked one by one.
 
 // maxListedShards bounds the shard grid of arrays checked by a listing:
 // their keys and metadata documents fit one page of an object store's
@@ -28,7 +31,7 @@ const (
 )
 
 // checkListed checks the cached state s of the shard key, due for a
-// check, with one listing of its array shared by every shard due at once.
+// check, with one listing of its array shared by every shard cached.
 // It reports whether the listing found the shard unchanged (s is then
 // checked); false asks for a check of the shard alone. Other shards the
 // listing finds changed are checked alone at once, in the background.
@@ -39,7 +42,7 @@ func (a *Array) checkListed(ctx context.Context, key string, s *objectState) boo
 		return false
 	}
 	shards, ok := nd.SizeFits(a.z.Grid())
-	if !ok || shards > maxListedShards || a.due(2) < 2 {
+	if !ok || shards > maxListedShards || a.cachedCount(2) < 2 {
 		return false
 	}
 	c := &check{done: make(chan struct{})}
@@ -61,15 +64,11 @@ func (a *Array) checkListed(ctx context.Context, key string, s *objectState) boo
 	return s.current(e)
 }
 
-// due counts the array's cached shard states due for a check, up to
-// most: all shards come due together once a listing checked them, so the
-// count rarely looks far.
-func (a *Array) due(most int) int {
+// cachedCount counts the array's cached shard states, up to most.
+func (a *Array) cachedCount(most int) int {
 	n := 0
-	a.cachedShards(func(_ string, s *objectState) bool {
-		if !s.current(a.e) {
-			n++
-		}
+	a.cachedShards(func(string, *objectState) bool {
+		n++
 		return n < most
 	})
 	return n
@@ -82,7 +81,7 @@ func (a *Array) cachedShards(f func(key string, s *objectState) bool) {
 	coords := make([]int, len(grid))
 	for ok := nd.Size(grid) > 0; ok; ok = nd.Next(coords, grid) {
 		key := a.z.ChunkKey(coords)
-		if v, cached := a.e.cache.Peek(a.objectKey(key)); cached {
+		if v, cached := a.e.objects.Peek(a.objectKey(key)); cached {
 			if s := v.(*objectState); s.err == nil && s.rewrites == a.e.rewrites(key) && !f(key, s) {
 				return
 			}

@@ -39,11 +39,17 @@ type objectState struct {
 
 // size estimates the memory an objectState holds, for the cache's bound.
 func (s *objectState) size() int64 {
-	n := int64(128 + len(s.key) + len(s.info.Generation))
+	n := int64(len(s.key) + len(s.info.Generation))
 	if s.index != nil {
-		n += int64(33 * s.index.Len()) // and byOffset, touched
+		return n + stateSize(s.index.Len())
 	}
-	return n
+	return n + stateSize(0)
+}
+
+// stateSize estimates the memory of an objectState of a shard of chunks
+// inner chunks, besides its key and generation.
+func stateSize(chunks int) int64 {
+	return int64(128 + 33*chunks) // the index, byOffset and touched
 }
 
 // object returns the cached state of a stored object, checking the store
@@ -65,11 +71,11 @@ func (a *Array) object(ctx context.Context, key string, fresh bool) (*objectStat
 		}
 		return s, s.size(), nil
 	}
-	v, err := e.cache.GetOrLoad(e.LoadContext(ctx), cacheKey, load)
+	v, err := e.objects.GetOrLoad(e.LoadContext(ctx), cacheKey, load)
 	for err == nil && v.(*objectState).rewrites != e.rewrites(key) {
 		// Loaded before this process rewrote the object: load again.
-		e.cache.Remove(cacheKey)
-		v, err = e.cache.GetOrLoad(e.LoadContext(ctx), cacheKey, load)
+		e.objects.Remove(cacheKey)
+		v, err = e.objects.GetOrLoad(e.LoadContext(ctx), cacheKey, load)
 	}
 	if err != nil {
 		return nil, err
@@ -108,7 +114,7 @@ func (a *Array) recheck(ctx context.Context, key string, s *objectState) (*objec
 		return nil, err
 	}
 	if next != s {
-		a.e.cache.Add(a.objectKey(key), next, next.size())
+		a.e.objects.Add(a.objectKey(key), next, next.size())
 		if s.exists {
 			a.objectChanged(key)
 		}
@@ -117,8 +123,8 @@ func (a *Array) recheck(ctx context.Context, key string, s *objectState) (*objec
 }
 
 // startCheck starts a check of the stored object whose cached state is s
-// in the background, unless one is under way, and returns it. The shards
-// of an array due at once are checked by one listing (checkListed).
+// in the background, unless one is under way, and returns it. The cached
+// shards of an array are checked by one listing (checkListed).
 func (a *Array) startCheck(key string, s *objectState) *check {
 	return a.startCheckBy(key, s, true)
 }
@@ -191,7 +197,7 @@ func (s *objectState) current(e *Engine) bool {
 // cachedObject returns the cached state of a stored object when it is
 // current, without loading or checking anything.
 func (a *Array) cachedObject(key string) (*objectState, bool) {
-	v, ok := a.e.cache.Peek(a.objectKey(key))
+	v, ok := a.e.objects.Peek(a.objectKey(key))
 	if !ok {
 		return nil, false
 	}
@@ -282,7 +288,7 @@ func (e *Engine) Rewritten(key string) {
 	g, _ := e.rewriteCounts.LoadOrStore(key, new(atomic.Uint64))
 	g.(*atomic.Uint64).Add(1)
 	e.layouts.Range(func(_, layout any) bool {
-		e.cache.Remove(e.objectKey(key, layout.([]string)))
+		e.objects.Remove(e.objectKey(key, layout.([]string)))
 		return true
 	})
 	e.lists.forget(key)
@@ -363,7 +369,7 @@ func (a *Array) LocateUnchecked(ctx context.Context, coords []int) (loc Location
 	}
 	objCoords, local := a.z.InnerChunk(coords)
 	key := a.z.ChunkKey(objCoords)
-	v, cached := e.cache.Peek(a.objectKey(key))
+	v, cached := e.objects.Peek(a.objectKey(key))
 	if !cached {
 		return loc, false, nil
 	}

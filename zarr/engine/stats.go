@@ -11,6 +11,8 @@ import (
 // Stats are the engine's counters since it was made: what its caches hold
 // and did, and what was read from the store.
 type Stats struct {
+	// Cache counts the memory cache of chunk bytes, and the uses of the
+	// one of shard indexes kept apart (hits, misses, evictions, errors).
 	Cache cache.Stats `json:"cache"`
 	// IndexLoads counts shard indexes read from the store: first uses,
 	// and reloads after a change or an eviction.
@@ -57,6 +59,11 @@ func (e *Engine) Stats() Stats {
 		FetchedBytes: e.counts.fetchedBytes.Load(),
 		ReadAhead:    e.counts.ahead.Load(),
 	}
+	o := e.objects.Stats()
+	st.Cache.Hits += o.Hits
+	st.Cache.Misses += o.Misses
+	st.Cache.Evictions += o.Evictions
+	st.Cache.LoadErrors += o.LoadErrors
 	if e.files != nil {
 		st.ShardOpens = e.files.opens.Load()
 	}
