@@ -172,7 +172,7 @@ func (f *Chunk) Attr(ctx context.Context) (Attr, error) {
 		// Uncompressed: the size needs no transcode. It runs when the
 		// chunk is read, and the chunks after it are prepared meanwhile.
 		attr.Size = int64(size)
-		f.fs.readAhead.after(f.arr, f.coords)
+		f.fs.readAhead.after(f.arr, f.coords, false)
 		return attr, nil
 	}
 	b, err := f.transcoded(ctx, loc)
@@ -326,7 +326,7 @@ func (f *Chunk) open(ctx context.Context, fresh bool) (*Handle, error) {
 				fresh = true // locate it again in the shard's new index
 				continue
 			}
-			f.fs.readAhead.after(f.arr, f.coords)
+			f.fs.readAhead.after(f.arr, f.coords, true)
 			if err == nil {
 				err = f.verifyTrailer(ctx, loc, b)
 			}
@@ -394,7 +394,7 @@ func (f *Chunk) verifyTrailer(ctx context.Context, loc engine.Location, b []byte
 func (f *Chunk) transcoded(ctx context.Context, loc engine.Location) ([]byte, error) {
 	b, err := f.arr.transcoded(ctx, f.coords, loc)
 	if err == nil {
-		f.fs.readAhead.after(f.arr, f.coords)
+		f.fs.readAhead.after(f.arr, f.coords, true)
 	}
 	return b, err
 }

@@ -130,6 +130,48 @@ func BenchmarkLookupChunk(b *testing.B) {
 	}
 }
 
+// boolNested returns the v2 directory of bool_nested, which the v2 view
+// transcodes (nested sharding).
+func boolNested(t *testing.T, f *keyspace.FS) *keyspace.Dir {
+	t.Helper()
+	e, err := f.Root(keyspace.V2).Lookup(context.Background(), "bool_nested")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.Dir
+}
+
+// boolNestedRow returns the names of three stored chunks in a row of
+// bool_nested in the store at dir, in key order (listed by a key space of
+// its own, which counts nothing of the caller's).
+func boolNestedRow(t *testing.T, dir string) []string {
+	t.Helper()
+	listed := map[string]bool{}
+	for e, err := range boolNested(t, openFS(t, dir, keyspace.Options{})).List(context.Background()) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed[e.Name] = true
+	}
+	for i := range 4 {
+		if names := []string{fmt.Sprintf("%d.0", i), fmt.Sprintf("%d.1", i), fmt.Sprintf("%d.2", i)}; listed[names[0]] && listed[names[1]] && listed[names[2]] {
+			return names
+		}
+	}
+	t.Fatalf("no three stored chunks in a row of bool_nested: %v", listed)
+	return nil
+}
+
+// waitAhead waits until f has read ahead at least want chunks.
+func waitAhead(t *testing.T, f *keyspace.FS, want uint64) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); f.Stats().ReadAhead < want; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("read ahead %d chunks, want %d", f.Stats().ReadAhead, want)
+		}
+	}
+}
+
 // TestReadAhead reads three transcoded chunks in key order: once the
 // second follows the first, the third is transcoded in the background,
 // so reading it transcodes nothing. Out of order, or with ReadAhead 0,
@@ -138,54 +180,22 @@ func TestReadAhead(t *testing.T) {
 	dir := t.TempDir()
 	zarrtest.WriteV3Store(t, dir)
 	ctx := context.Background()
-	// bool_nested is transcoded in the v2 view (nested sharding), here to
-	// blosc lz4, whose size only a transcode tells: each lookup transcodes.
+	// Transcoded here to blosc lz4, whose size only a transcode tells:
+	// each lookup transcodes.
 	lz4 := keyspace.TranscodeBloscLZ4
-	array := func(f *keyspace.FS) *keyspace.Dir {
-		e, err := f.Root(keyspace.V2).Lookup(ctx, "bool_nested")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e.Dir
-	}
-	// Three stored chunks in a row: i.0, i.1 and i.2 of one row.
-	var row []string
-	listed := map[string]bool{}
-	for e, err := range array(openFS(t, dir, keyspace.Options{})).List(ctx) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		listed[e.Name] = true
-	}
-	for i := range 4 {
-		if names := []string{fmt.Sprintf("%d.0", i), fmt.Sprintf("%d.1", i), fmt.Sprintf("%d.2", i)}; listed[names[0]] && listed[names[1]] && listed[names[2]] {
-			row = names
-			break
-		}
-	}
-	if row == nil {
-		t.Fatalf("no three stored chunks in a row of bool_nested: %v", listed)
-	}
 	lookup := func(d *keyspace.Dir, name string) {
 		t.Helper()
 		if _, err := d.Lookup(ctx, name); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitAhead := func(f *keyspace.FS, want uint64) {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); f.Stats().ReadAhead < want; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("read ahead %d chunks, want %d", f.Stats().ReadAhead, want)
-			}
-		}
-	}
 
+	row := boolNestedRow(t, dir)
 	f := openFS(t, dir, keyspace.Options{ReadAhead: 2, V2Transcode: lz4})
-	d := array(f)
+	d := boolNested(t, f)
 	lookup(d, row[0])
 	lookup(d, row[1])
-	waitAhead(f, 1)
+	waitAhead(t, f, 1)
 	before := f.Stats()
 	lookup(d, row[2])
 	// Reading row[2] reads further ahead in turn: every transcode from now
@@ -205,7 +215,7 @@ func TestReadAhead(t *testing.T) {
 		{"read-ahead off", keyspace.Options{V2Transcode: lz4}, row},
 	} {
 		f := openFS(t, dir, c.opts)
-		d := array(f)
+		d := boolNested(t, f)
 		for _, name := range c.names {
 			lookup(d, name)
 		}
@@ -214,4 +224,46 @@ func TestReadAhead(t *testing.T) {
 			t.Errorf("%s: read ahead %d chunks and transcoded %d, want 0 and 3", c.what, s.ReadAhead, s.Transcodes)
 		}
 	}
+}
+
+// TestReadAheadAfterReads: chunks transcoded to a fixed size (raw, the
+// default) are looked up without a transcode. Looked up in key order and
+// never read, as a reader the kernel serves from the pages it keeps looks
+// them up again whenever their entries expire, they are not transcoded
+// ahead: nothing would read those copies, which would fill the cache (a
+// 64 MiB cache read through twice peaked at 120 MiB instead of 45).
+// Looked up and read one after another, they are read ahead.
+func TestReadAheadAfterReads(t *testing.T) {
+	dir := t.TempDir()
+	zarrtest.WriteV3Store(t, dir)
+	ctx := context.Background()
+	row := boolNestedRow(t, dir)
+	opts := keyspace.Options{ReadAhead: 2}
+
+	f := openFS(t, dir, opts)
+	d := boolNested(t, f)
+	for _, name := range row {
+		if _, err := d.Lookup(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close() // waits for anything read ahead
+	if s := f.Stats(); s.ReadAhead != 0 || s.Transcodes != 0 {
+		t.Errorf("lookups alone in key order: read ahead %d chunks and transcoded %d, want 0 and 0", s.ReadAhead, s.Transcodes)
+	}
+
+	f = openFS(t, dir, opts)
+	d = boolNested(t, f)
+	for _, name := range row[:2] {
+		e, err := d.Lookup(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := e.File.ReadShared(ctx, make([]byte, e.Attr.Size), 0)
+		if err != nil && err != io.EOF || int64(len(b)) != e.Attr.Size {
+			t.Fatalf("read %s: %d bytes of %d, %v", name, len(b), e.Attr.Size, err)
+		}
+		e.File.Delivered(ctx, 0, len(b))
+	}
+	waitAhead(t, f, 1) // row[2], after row[1] was looked up following a read
 }

@@ -105,6 +105,7 @@ func newReadAhead(ctx context.Context, depth int) *readAhead {
 type sequence struct {
 	mu   sync.Mutex
 	last []int
+	read bool // last's bytes were asked for, not only its attributes
 	// transcoding is set while transcodeAhead works for this array.
 	transcoding atomic.Bool
 }
@@ -115,17 +116,24 @@ func (s *sequence) follows(av *arrayView, coords []int) bool {
 	return s.last != nil && slices.Equal(av.nextChunk(s.last), coords)
 }
 
-// after is told that the chunk at coords of av was read. When it follows
-// the chunk read before it, the next depth chunks are transcoded in the
-// background (transcodeAhead), by one walker per array and as many walkers
-// as free slots allow (a busy machine reads no further ahead: the reader
-// then transcodes what it needs itself); from a store read by ranges, the
-// engine fetches the next chunks.
-func (r *readAhead) after(av *arrayView, coords []int) {
+// after is told that the chunk at coords of av was read (read), or only
+// looked up. When it follows the chunk before it, the next depth chunks
+// are transcoded in the background (transcodeAhead), by one walker per
+// array and as many walkers as free slots allow (a busy machine reads no
+// further ahead: the reader then transcodes what it needs itself); from a
+// store read by ranges, the engine fetches the next chunks. A lookup
+// continues a sequence only after a chunk that was read: a reader the
+// kernel serves from the pages it keeps looks names up again whenever
+// their entries expire (--revalidate) and reads nothing, and chunks
+// transcoded ahead of it would only fill the cache, never delivered.
+func (r *readAhead) after(av *arrayView, coords []int, read bool) {
 	av.seq.mu.Lock()
-	sequential := av.seq.follows(av, coords)
+	sequential := av.seq.follows(av, coords) && (read || av.seq.read)
 	if !slices.Equal(av.seq.last, coords) {
 		av.seq.last = slices.Clone(coords)
+		av.seq.read = read
+	} else {
+		av.seq.read = av.seq.read || read
 	}
 	av.seq.mu.Unlock()
 	if !sequential {
