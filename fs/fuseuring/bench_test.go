@@ -114,6 +114,25 @@ func readAtOnce(path string, readers int, files []*os.File) error {
 	return <-errs
 }
 
+// benchTransports are the transports the benchmarks compare.
+var benchTransports = []string{"dev-fuse", "io_uring"}
+
+// benchMount mounts the waiting file system (mountWaiting) over transport,
+// one of benchTransports, skipping the benchmark where io_uring is not
+// served, and returns the path of its file.
+func benchMount(b *testing.B, transport string) string {
+	if transport == "io_uring" {
+		if err := Enable(); err != nil {
+			b.Skipf("SKIP: %v", err)
+		}
+		if err := Available(); err != nil {
+			b.Skipf("SKIP: %v", err)
+		}
+	}
+	path, _ := mountWaiting(b, transport == "dev-fuse")
+	return path
+}
+
 // BenchmarkConcurrentWaitingReads times 8 readers on every CPU reading at
 // once from a file whose reads wait 2 ms (a remote store's round trip),
 // over /dev/fuse and over io_uring: a transport that overlaps requests
@@ -125,17 +144,9 @@ func BenchmarkConcurrentWaitingReads(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("SKIP: needs root (mount(2))")
 	}
-	for _, transport := range []string{"dev-fuse", "io_uring"} {
+	for _, transport := range benchTransports {
 		b.Run(transport, func(b *testing.B) {
-			if transport == "io_uring" {
-				if err := Enable(); err != nil {
-					b.Skipf("SKIP: %v", err)
-				}
-				if err := Available(); err != nil {
-					b.Skipf("SKIP: %v", err)
-				}
-			}
-			path, _ := mountWaiting(b, transport == "dev-fuse")
+			path := benchMount(b, transport)
 			const readers = 8
 			files := make([]*os.File, readers*runtime.NumCPU())
 			for i := range files {
@@ -169,22 +180,14 @@ func BenchmarkSerialReads(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("SKIP: needs root (mount(2))")
 	}
-	for _, transport := range []string{"dev-fuse", "io_uring"} {
+	for _, transport := range benchTransports {
 		for _, waiting := range []bool{false, true} {
 			name := transport + "/quick"
 			if waiting {
 				name = transport + "/waiting"
 			}
 			b.Run(name, func(b *testing.B) {
-				if transport == "io_uring" {
-					if err := Enable(); err != nil {
-						b.Skipf("SKIP: %v", err)
-					}
-					if err := Available(); err != nil {
-						b.Skipf("SKIP: %v", err)
-					}
-				}
-				path, _ := mountWaiting(b, transport == "dev-fuse")
+				path := benchMount(b, transport)
 				f, err := os.Open(path)
 				if err != nil {
 					b.Fatal(err)
@@ -233,17 +236,9 @@ func BenchmarkConcurrentQuickReads(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("SKIP: needs root (mount(2))")
 	}
-	for _, transport := range []string{"dev-fuse", "io_uring"} {
+	for _, transport := range benchTransports {
 		b.Run(transport, func(b *testing.B) {
-			if transport == "io_uring" {
-				if err := Enable(); err != nil {
-					b.Skipf("SKIP: %v", err)
-				}
-				if err := Available(); err != nil {
-					b.Skipf("SKIP: %v", err)
-				}
-			}
-			path, _ := mountWaiting(b, transport == "dev-fuse")
+			path := benchMount(b, transport)
 			defer reportSwitches(b)()
 			b.SetParallelism(2) // 4 readers on 2 CPUs
 			b.RunParallel(func(pb *testing.PB) {

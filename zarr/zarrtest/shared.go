@@ -4,10 +4,11 @@
 package zarrtest
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/zarrfs/zarrfs/zarr/zarrtest/missing"
 )
 
 // RepoRoot is the directory holding go.mod, found from the working directory.
@@ -29,17 +30,9 @@ func RepoRoot(t testing.TB) string {
 	}
 }
 
-// Missing skips the test with a visible message saying what it needs, or
-// fails it when CI is set: CI installs every client and fixture the tests
-// use (.ci/run), so there a missing one is a broken setup, not a pass.
-func Missing(t testing.TB, format string, args ...any) {
-	t.Helper()
-	msg := fmt.Sprintf(format, args...)
-	if os.Getenv("CI") != "" {
-		t.Fatal("CI is set and " + msg)
-	}
-	t.Skip("SKIP: " + msg)
-}
+// Missing skips the test, visibly, or fails it under CI=true: see
+// missing.Report.
+var Missing = missing.Report
 
 // Shared returns ../shared beside the repository, or skips the test with a
 // visible message when it is absent (Missing).
