@@ -334,8 +334,12 @@ func TestDenseArrayFetchesFollowingShards(t *testing.T) {
 	}
 	wg.Wait()
 	want := uint64((2 + ahead) * shardBytes)
-	// Until their bytes have arrived (FetchedBytes counts them when asked for).
-	st := waitFor(f, func(st keyspace.Stats) bool { return st.Requests["bytes fetched"] >= want })
+	// Until their bytes have arrived (FetchedBytes counts them when asked
+	// for), and the indexes of the array's other shards, which the engine
+	// loads in the background once two shards were read.
+	st := waitFor(f, func(st keyspace.Stats) bool {
+		return st.Requests["bytes fetched"] >= want && st.Requests["suffix GET"] >= accessShards
+	})
 	t.Logf("shards 0 and 1 read densely: %v; %d KiB of chunks fetched", st.Requests, st.FetchedBytes>>10)
 	if st.FetchedBytes != want {
 		t.Fatalf("%d KiB of chunks fetched after shards 0 and 1 were read; want %d KiB (and the next %d shards)", st.FetchedBytes>>10, want>>10, ahead)
