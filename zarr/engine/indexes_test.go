@@ -17,13 +17,11 @@ import (
 	"github.com/zarrfs/zarrfs/zarr/store/storetest/faultproxy"
 )
 
-// s3Array uploads array "a" to a real S3 server and opens an engine over
-// it through a proxy that asks rule about each request (nil: each costs a
-// round trip of 5 ms, as to a remote store).
-func s3Array(t *testing.T, opts engine.Options, rule func(*http.Request) faultproxy.Fault) (*s3test.Server, *engine.Engine, *engine.Array) {
+// s3Array uploads array "a" of dir (writeArray) to a real S3 server and
+// opens an engine over it through a proxy that asks rule about each
+// request (nil: each costs a round trip of 5 ms, as to a remote store).
+func s3Array(t *testing.T, dir string, opts engine.Options, rule func(*http.Request) faultproxy.Fault) (*s3test.Server, *engine.Engine, *engine.Array) {
 	t.Helper()
-	dir := t.TempDir()
-	writeArray(t, dir, 0, nil)
 	srv := s3test.Start(t)
 	srv.Bucket(t, "zarr")
 	srv.Upload(t, dir, "zarr", "")
@@ -53,7 +51,9 @@ func s3Array(t *testing.T, opts engine.Options, rule func(*http.Request) faultpr
 // all of them afterwards.
 func TestWholeReadOneIndexRequestPerShard(t *testing.T) {
 	const revalidate = 300 * time.Millisecond
-	_, e, a := s3Array(t, engine.Options{Revalidate: revalidate, ReadAhead: true, CacheBytes: chunks * chunkBytes}, nil)
+	dir := t.TempDir()
+	writeArray(t, dir, 0, nil)
+	_, e, a := s3Array(t, dir, engine.Options{Revalidate: revalidate, ReadAhead: true, CacheBytes: chunks * chunkBytes}, nil)
 	start := time.Now()
 	// Shard 0 is read first; its index comes due before the others'
 	// (loaded on the first read of shard 1) are.
@@ -124,7 +124,9 @@ func TestIndexesLoadedAtOnce(t *testing.T) {
 		inFlight--
 		return faultproxy.Fault{}
 	}
-	_, e, a := s3Array(t, engine.Options{Revalidate: time.Hour, ReadAhead: true}, rule)
+	dir := t.TempDir()
+	writeArray(t, dir, 0, nil)
+	_, e, a := s3Array(t, dir, engine.Options{Revalidate: time.Hour, ReadAhead: true}, rule)
 
 	// Shards 0 and 2: not neighbours, read as a random reader reads.
 	for _, i := range []int{0, 2 * perShard} {

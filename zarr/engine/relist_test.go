@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,10 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/zarrfs/zarrfs/zarr/engine"
-	"github.com/zarrfs/zarrfs/zarr/store/s3store"
-	"github.com/zarrfs/zarrfs/zarr/store/s3store/s3test"
-	"github.com/zarrfs/zarrfs/zarr/store/storetest"
-	"github.com/zarrfs/zarrfs/zarr/store/storetest/faultproxy"
 )
 
 // TestListingRevalidates: a whole-array read from an object store lasting
@@ -30,22 +25,8 @@ func TestListingRevalidates(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	writeArray(t, dir, 0, nil)
-	srv := s3test.Start(t)
-	srv.Bucket(t, "zarr")
-	srv.Upload(t, dir, "zarr", "")
-	srv.SetEnv(t)
-	// Each request costs a round trip, as to a remote store.
-	p := faultproxy.Start(t, srv.Endpoint)
-	p.SetRule(func(*http.Request) faultproxy.Fault {
-		time.Sleep(5 * time.Millisecond)
-		return faultproxy.Fault{}
-	})
-	s, err := s3store.Open(ctx, "zarr", "", s3store.Options{Endpoint: p.URL, PathStyle: true, Limits: storetest.FaultLimits})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const revalidate = 200 * time.Millisecond
-	e, a := open(t, s, engine.Options{Revalidate: revalidate})
+	srv, e, a := s3Array(t, dir, engine.Options{Revalidate: revalidate}, nil)
 
 	// A reader lists the array, then reads it whole twice, in key order,
 	// taking over five intervals.
