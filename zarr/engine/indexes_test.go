@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/zarrfs/zarrfs/zarr/engine"
+	"github.com/zarrfs/zarrfs/zarr/store/requests"
 	"github.com/zarrfs/zarrfs/zarr/store/s3store"
 	"github.com/zarrfs/zarrfs/zarr/store/s3store/s3test"
 	"github.com/zarrfs/zarrfs/zarr/store/storetest"
@@ -21,6 +22,12 @@ import (
 // opens an engine over it through a proxy that asks rule about each
 // request (nil: each costs a round trip of 5 ms, as to a remote store).
 func s3Array(t *testing.T, dir string, opts engine.Options, rule func(*http.Request) faultproxy.Fault) (*s3test.Server, *engine.Engine, *engine.Array) {
+	t.Helper()
+	return s3ArrayWithin(t, dir, opts, rule, storetest.FaultLimits)
+}
+
+// s3ArrayWithin is s3Array with the store's requests within limits.
+func s3ArrayWithin(t *testing.T, dir string, opts engine.Options, rule func(*http.Request) faultproxy.Fault, limits requests.Limits) (*s3test.Server, *engine.Engine, *engine.Array) {
 	t.Helper()
 	srv := s3test.Start(t)
 	srv.Bucket(t, "zarr")
@@ -34,7 +41,7 @@ func s3Array(t *testing.T, dir string, opts engine.Options, rule func(*http.Requ
 		}
 	}
 	p.SetRule(rule)
-	s, err := s3store.Open(context.Background(), "zarr", "", s3store.Options{Endpoint: p.URL, PathStyle: true, Limits: storetest.FaultLimits})
+	s, err := s3store.Open(context.Background(), "zarr", "", s3store.Options{Endpoint: p.URL, PathStyle: true, Limits: limits})
 	if err != nil {
 		t.Fatal(err)
 	}

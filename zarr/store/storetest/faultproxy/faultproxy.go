@@ -2,8 +2,8 @@
 // real HTTP server there (an S3 server, a web server), that injects the
 // faults of a bad network or a bad server into chosen requests: it stalls
 // (accepts and never answers, or stops after the headers), resets
-// connections, cuts bodies, lies about their length, trickles them,
-// answers with a status of its own (5xx, 412), or answers with another
+// connections, cuts bodies, lies about their length, trickles or holds
+// them, answers with a status of its own (5xx, 412), or answers with another
 // object than the server holds, as a server or cache that ignores
 // If-Match does.
 package faultproxy
@@ -53,6 +53,10 @@ type Fault struct {
 	LieLength int64
 	// Trickle sends the body 1 KiB at a time, one per Trickle.
 	Trickle time.Duration
+	// Held, with any request forwarded, is called once the server has
+	// answered, before the answer goes on, which waits while it runs: an
+	// answer slow on its way back, the server changed meanwhile.
+	Held func()
 }
 
 // Object is a value the proxy serves itself (Fault.Serve).
@@ -261,6 +265,9 @@ func (p *Proxy) answer(c net.Conn, req *http.Request, resp *http.Response, f Fau
 	resp.Body.Close()
 	if err != nil {
 		return false
+	}
+	if f.Held != nil {
+		f.Held()
 	}
 	if req.Method == http.MethodHead || resp.StatusCode == http.StatusNotModified || resp.StatusCode == http.StatusNoContent {
 		// No body: the headers go as they came (a HEAD's length is the
