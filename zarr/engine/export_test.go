@@ -14,3 +14,7 @@ func SetWatchMax(t interface{ Cleanup(func()) }, n int) {
 	watchMax = n
 	t.Cleanup(func() { watchMax = old })
 }
+
+// WaitChecks waits for the checks of cached states under way in the
+// background, and those they start.
+func WaitChecks(e *Engine) { e.checks.Wait() }

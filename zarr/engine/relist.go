@@ -45,6 +45,7 @@ func (a *Array) checkListed(ctx context.Context, key string, s *objectState) boo
 	if !ok || shards > maxListedShards || a.cachedCount(2) < 2 {
 		return false
 	}
+	before := s.checked.Load()
 	c := &check{done: make(chan struct{})}
 	listKey := "\x00" + a.z.Path // no store key holds a NUL
 	if running, ok := e.checking.LoadOrStore(listKey, c); ok {
@@ -61,7 +62,10 @@ func (a *Array) checkListed(ctx context.Context, key string, s *objectState) boo
 	case <-ctx.Done():
 		return false
 	}
-	return s.current(e)
+	// Checked as of the listing's start, however long the listing took
+	// (asking whether s is still current would check it again, alone,
+	// after a listing slowed by a loaded machine).
+	return s.checked.Load() != before
 }
 
 // cachedCount counts the array's cached shard states, up to most.

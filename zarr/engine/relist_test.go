@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -13,6 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/zarrfs/zarrfs/zarr/engine"
+	"github.com/zarrfs/zarrfs/zarr/store/requests"
+	"github.com/zarrfs/zarrfs/zarr/store/storetest/faultproxy"
 )
 
 // TestListingRevalidates: a whole-array read from an object store lasting
@@ -92,4 +95,39 @@ func TestListingRevalidates(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Logf("requests %v", e.Stats().Requests)
+}
+
+// TestSlowListingChecksShards: a listing of the array that takes longer
+// than the revalidation interval (a slow store, a loaded machine) still
+// checks the shards it finds unchanged, as of its start: the shard whose
+// check began it is not checked again alone (a conditional GET more).
+func TestSlowListingChecksShards(t *testing.T) {
+	ctx := context.Background()
+	const revalidate = 200 * time.Millisecond
+	dir := t.TempDir()
+	writeArray(t, dir, 0, nil)
+	slowLists := func(r *http.Request) faultproxy.Fault {
+		if requests.Kind(r) == "LIST" {
+			time.Sleep(revalidate + 100*time.Millisecond)
+		}
+		return faultproxy.Fault{}
+	}
+	// Requests wait long enough for the slow listings not to time out.
+	_, e, a := s3ArrayWithin(t, dir, engine.Options{Revalidate: revalidate}, slowLists, requests.Limits{MaxAttempts: 2, Timeout: time.Minute})
+	for _, err := range a.Stored(ctx, nil) { // loads every shard's index
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(revalidate)
+	if _, b, err := read(t, a, 0, false); err != nil || !isChunk(b, 0, 0) {
+		t.Fatalf("chunk 0: %v", err)
+	}
+	engine.WaitChecks(e)
+	req := e.Stats().Requests
+	t.Logf("requests %v", req)
+	if req["LIST"] < 2 || req["suffix GET"] != shards {
+		t.Errorf("%d shards, listed again once due: %d suffix GETs (index reads and checks), %d LISTs (%v); want one index read per shard, checked by the second listing",
+			shards, req["suffix GET"], req["LIST"], req)
+	}
 }
