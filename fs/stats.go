@@ -46,6 +46,9 @@ type stats struct {
 	// URingPeakInFlight is the most requests one io_uring queue has
 	// served at once.
 	URingPeakInFlight int `json:"uring_peak_in_flight,omitempty"`
+	// URingQueueFull counts the requests that took the last free entry
+	// of their io_uring queue.
+	URingQueueFull uint64 `json:"uring_queue_full,omitempty"`
 }
 
 // statsState is what a binding keeps for its statistics.
@@ -79,7 +82,7 @@ func (e *errorCounts) snapshot() map[string]uint64 {
 func (b *binding) stats() stats {
 	s := stats{Stats: b.ks.Stats(), Errors: b.st.errors.snapshot(), Pushed: b.st.pushed.Load()}
 	if t := b.st.uring.Load(); t != nil {
-		s.URingRequests, s.URingPeakInFlight = t.Requests(), t.PeakInFlight()
+		s.URingRequests, s.URingPeakInFlight, s.URingQueueFull = t.Requests(), t.PeakInFlight(), t.QueueFull()
 	}
 	return s
 }

@@ -133,7 +133,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	// little above it makes the garbage collector run more often rather
 	// than let the heap grow to twice what is live, so the process stays
 	// within the cache size plus 64 MiB, the io_uring queues' buffers
-	// (outside the heap) included while they are under 48 MiB (up to 11
+	// (outside the heap) included while they are under 48 MiB (up to 23
 	// CPUs).
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
 		debug.SetMemoryLimit(max(cacheBytes+48<<20-fs.TransportBufferBytes(*transport), cacheBytes))

@@ -31,7 +31,8 @@
 // thread wakeup and one waiting on the store holds its own entry and
 // thread, not the queue. A queue keeps depth entries registered, the most
 // requests of its CPU under way at once; beyond them the kernel holds
-// requests until an entry is given back.
+// requests until an entry is given back, so requests are kept small enough
+// (maxPayload) for the memory budget to give a queue 23 entries on 2 CPUs.
 package fuseuring
 
 import (
@@ -72,16 +73,28 @@ const (
 	opWrite       = 16 // FUSE_WRITE: its payload is read in place
 
 	// The memory of every queue's entries together: each entry holds a
-	// payload buffer of MaxWrite bytes (at least minPayload) and a page
-	// of header, touched as requests use it and never given back (a READ
-	// reply is written into it). The entries are this budget shared over
-	// the queues, but at least minQueueDepth and at most maxQueueDepth a
-	// queue: with 1 MiB writes, 11 a queue on 2 CPUs (22 MiB), and from 6
-	// CPUs on more than the budget, 4 a queue (4 MiB a CPU).
+	// payload buffer of MaxWrite bytes (at least minPayload, at most
+	// maxPayload) and a page of header, touched as requests use it and
+	// never given back (a READ reply is written into it). The entries are
+	// this budget shared over the queues, but at least minQueueDepth and
+	// at most maxQueueDepth a queue: 23 a queue on 2 CPUs (23 MiB), and
+	// from 12 CPUs on more than the budget, 4 a queue (2 MiB a CPU).
 	transportBufferBytes = 24 << 20
 	minPayload           = 128 << 10
 	minQueueDepth        = 4
 	maxQueueDepth        = 32
+
+	// maxPayload bounds the requests and replies of a mount served over
+	// io_uring (its MaxWrite, which also bounds its reads). A queue serves
+	// as many requests at once as it has entries, and the kernel puts a
+	// request on the queue of its reader's CPU however idle the others
+	// are: with 1 MiB requests the budget gave 11 entries a queue on 2
+	// CPUs, and 16 readers (node's UV_THREADPOOL_SIZE=16) often had more
+	// than 11 requests on one CPU, the rest waiting for a store's round
+	// trip. 512 KiB requests give 23 entries a queue, and still take a
+	// chunk file of up to 512 KiB in one request; a 1 MiB read-ahead
+	// comes as 2 READs, served at once.
+	maxPayload = 512 << 10
 
 	// wakeTag marks the completion of the poll on the wake eventfd.
 	wakeTag = ^uint64(0)
@@ -89,7 +102,9 @@ const (
 
 // entryBytes is the memory of one entry of a mount whose writes are at
 // most maxWrite bytes.
-func entryBytes(maxWrite int) int { return entryPayloadOffset + max(maxWrite, minPayload) }
+func entryBytes(maxWrite int) int {
+	return entryPayloadOffset + max(min(maxWrite, maxPayload), minPayload)
+}
 
 // queueDepth returns the entries each of cpus queues registers.
 func queueDepth(cpus, maxWrite int) int {
@@ -155,6 +170,7 @@ type Transport struct {
 	queues        []*queue
 	requests      atomic.Uint64
 	peakInFlight  atomic.Int32
+	queueFull     atomic.Uint64
 }
 
 // Requests returns how many requests the queues have served.
@@ -170,6 +186,11 @@ func (t *Transport) notePeak(n int32) {
 // once: above 1, its requests overlapped.
 func (t *Transport) PeakInFlight() int { return int(t.peakInFlight.Load()) }
 
+// QueueFull returns how many requests took the last free entry of their
+// queue: until one of the queue's requests was answered, the kernel held
+// the next ones from its CPU, however idle the other queues were.
+func (t *Transport) QueueFull() uint64 { return t.queueFull.Load() }
+
 // Wait returns when every queue has ended, which they do when the mount is
 // gone.
 func (t *Transport) Wait() { t.done.Wait() }
@@ -179,12 +200,14 @@ var mountMu sync.Mutex
 
 // Mount mounts fs at dir, as fuse.NewServer followed by Serve and WaitMount
 // do, with every request the kernel sends over io_uring served by the
-// returned Transport. Unmount through the server; wait for both.
+// returned Transport, and requests of at most 512 KiB (maxPayload), whatever
+// opts.MaxWrite. Unmount through the server; wait for both.
 func Mount(dir string, fs fuse.RawFileSystem, opts fuse.MountOptions) (*fuse.Server, *Transport, error) {
 	if err := Available(); err != nil {
 		return nil, nil, err
 	}
 	opts.ExtraCapabilities |= fuse.CAP_OVER_IO_URING
+	opts.MaxWrite = min(opts.MaxWrite, maxPayload) // 0 is go-fuse's default, 128 KiB
 	mountMu.Lock()
 	before := fuseFDs()
 	server, err := fuse.NewServer(fs, dir, &opts)
@@ -275,7 +298,7 @@ func start(devFD int, server *fuse.Server, opts *fuse.MountOptions) (*Transport,
 	depth := queueDepth(cpus, opts.MaxWrite)
 	errs := make(chan error, cpus*depth)
 	for qid := range cpus {
-		q := &queue{t: t, ps: ps, qid: qid}
+		q := &queue{t: t, ps: ps, qid: qid, depth: int32(depth)}
 		t.queues = append(t.queues, q)
 		for range depth {
 			e := &entry{q: q}
@@ -356,6 +379,7 @@ type queue struct {
 	t       *Transport
 	ps      *fuse.ProtocolServer
 	qid     int
+	depth   int32 // the entries, set before any serves
 	entries []*entry
 
 	inFlight atomic.Int32 // requests being served
@@ -488,8 +512,12 @@ func (e *entry) serve() {
 func (e *entry) handle() {
 	q, h := e.q, e.header
 	q.t.requests.Add(1)
-	q.t.notePeak(q.inFlight.Add(1))
+	busy := q.inFlight.Add(1)
 	defer q.inFlight.Add(-1)
+	q.t.notePeak(busy)
+	if busy == q.depth {
+		q.t.queueFull.Add(1)
+	}
 	inLen := int(binary.NativeEndian.Uint32(h[headerInOut:]))
 	opcode := binary.NativeEndian.Uint32(h[headerInOut+4:])
 	unique := binary.NativeEndian.Uint64(h[headerInOut+8:])

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	iofs "io/fs"
+	"maps"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -55,6 +57,26 @@ const (
 	compareRows
 )
 
+// compareRowKeys name the rows for -rows.
+var compareRowKeys = [compareRows]string{"python", "zarrita", "uv16", "cat", "random", "warm-zarrita", "warm-python"}
+
+// compareMounts name the contenders for -contenders, in their order.
+var compareMounts = []string{"dev", "io_uring", "rclone", "s3fs"}
+
+// wantRow reports whether -rows asks for row r, or for the warm row that
+// reads what r left in the caches.
+func (b *bench) wantRow(r int) bool {
+	switch {
+	case b.cfg.rows == nil || b.cfg.rows[compareRowKeys[r]]:
+		return true
+	case r == rowPython:
+		return b.cfg.rows[compareRowKeys[rowWarmPython]]
+	case r == rowZarrita:
+		return b.cfg.rows[compareRowKeys[rowWarmZarrita]]
+	}
+	return false
+}
+
 var compareRowNames = [compareRows]string{
 	"zarr-python 2 through v2/, whole array",
 	"zarrita through v3/ (or the shards), whole array",
@@ -76,6 +98,8 @@ type contender struct {
 	start  func() (pid int, err error)
 	stop   func() error
 	skip   string // why it is not measured
+
+	metrics string // the mount's metrics address (-count-fuse)
 }
 
 // cell is what one contender's runs of one row measured.
@@ -84,6 +108,8 @@ type cell struct {
 	reqs    map[string]int // of the last run
 	fetched int64          // of the last run
 	rss     int64          // the largest VmHWM of the mount process
+	uring   string         // the io_uring counters of the mount's stats after the last run
+	fuse    map[string]int // FUSE requests of the last run by opcode (-count-fuse)
 }
 
 // compare is issue 30's table: every reader of the issue's rows through
@@ -182,12 +208,23 @@ func (b *bench) compare() error {
 		}
 		direct, directChecksum = append(direct, d), sum
 		directReqs, _ = webCount.take()
-		if d, _, err = zarrita(script, webURL, spec.name, picksFile); err != nil {
-			return err
+		if b.wantRow(rowRandom) {
+			if d, _, err = zarrita(script, webURL, spec.name, picksFile); err != nil {
+				return err
+			}
+			directRandom = append(directRandom, d)
+			directRandomReqs, _ = webCount.take()
 		}
-		directRandom = append(directRandom, d)
-		directRandomReqs, _ = webCount.take()
-		for i := range contenders {
+		// Every other round in the opposite order, so that no contender
+		// always runs right after another.
+		order := make([]int, len(contenders))
+		for i := range order {
+			order[i] = i
+		}
+		if round%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, i := range order {
 			c := &contenders[i]
 			if c.skip != "" {
 				continue
@@ -196,6 +233,7 @@ func (b *bench) compare() error {
 			// requests and bytes that reached the store and the mount's RSS.
 			var pid int
 			measure := func(r int, warm bool, read func() (time.Duration, error)) error {
+				var fuseBefore map[string]int
 				if !warm {
 					if err := c.stop(); err != nil {
 						return err
@@ -210,6 +248,11 @@ func (b *bench) compare() error {
 				} else {
 					s3Count.take()
 				}
+				if c.metrics != "" {
+					if fuseBefore, err = fuseRequests(c.metrics); err != nil {
+						return err
+					}
+				}
 				d, err := read()
 				if err != nil {
 					return fmt.Errorf("%s, %s: %w", c.name, compareRowNames[r], err)
@@ -222,6 +265,19 @@ func (b *bench) compare() error {
 				x.reqs, x.fetched = s3Count.take()
 				if rss, err := peakRSS(pid); err == nil {
 					x.rss = max(x.rss, rss)
+				}
+				if c.zarrfs {
+					x.uring = uringStats(c.mnt)
+				}
+				if c.metrics != "" {
+					after, err := fuseRequests(c.metrics)
+					if err != nil {
+						return err
+					}
+					for op, n := range fuseBefore {
+						after[op] -= n
+					}
+					x.fuse = after
 				}
 				return nil
 			}
@@ -239,11 +295,12 @@ func (b *bench) compare() error {
 					t, _, err := b.python("zarr", 0, 1, c.v2)
 					return t[c.v2].median(), err
 				}
-				if err := measure(rowPython, false, python); err != nil {
-					return err
-				}
-				if err := measure(rowWarmPython, true, python); err != nil {
-					return err
+				for _, r := range []int{rowPython, rowWarmPython} {
+					if b.wantRow(r) {
+						if err := measure(r, r == rowWarmPython, python); err != nil {
+							return err
+						}
+					}
 				}
 			}
 			steps := []struct {
@@ -261,6 +318,9 @@ func (b *bench) compare() error {
 				}},
 			}
 			for _, s := range steps {
+				if !b.wantRow(s.row) {
+					continue
+				}
 				if err := measure(s.row, s.warm, s.read); err != nil {
 					return err
 				}
@@ -280,7 +340,12 @@ func (b *bench) contenders(s3URL string) ([]contender, error) {
 	zarrfs := func(name string, args ...string) contender {
 		mnt := filepath.Join(b.work, "compare-"+strings.ReplaceAll(name, " ", "-"))
 		args = append(append([]string{"--ro", "--s3-path-style"}, args...), b.cfg.mountArgs...)
-		return contender{
+		var metrics string
+		if b.cfg.countFUSE {
+			metrics = freeAddr()
+			args = append(args, "--metrics-listen", metrics)
+		}
+		return contender{metrics: metrics,
 			name: "zarrfs " + name, zarrfs: true, mnt: mnt,
 			root: filepath.Join(mnt, "v3"), v2: filepath.Join(mnt, "v2", "array"), cat: filepath.Join(mnt, "v3", "array"),
 			start: func() (int, error) {
@@ -338,15 +403,20 @@ func (b *bench) contenders(s3URL string) ([]contender, error) {
 		}, func() error { return nil }),
 	}
 	for i := range cs {
+		if b.cfg.mounts != nil && !b.cfg.mounts[compareMounts[i]] {
+			cs[i].skip = "not in -contenders"
+		}
 		if err := os.MkdirAll(cs[i].mnt, 0o755); err != nil {
 			return nil, err
 		}
 	}
 	// io_uring needs the kernel's FUSE over io_uring: try it once.
-	if _, err := cs[1].start(); err != nil {
-		cs[1].skip = "cannot mount over io_uring here: " + strings.TrimSpace(err.Error())
-	} else if err := cs[1].stop(); err != nil {
-		return nil, err
+	if cs[1].skip == "" {
+		if _, err := cs[1].start(); err != nil {
+			cs[1].skip = "cannot mount over io_uring here: " + strings.TrimSpace(err.Error())
+		} else if err := cs[1].stop(); err != nil {
+			return nil, err
+		}
 	}
 	return cs, nil
 }
@@ -382,8 +452,11 @@ func (b *bench) compareTable(cs []contender, cells [compareRows][]*cell, direct,
 		}
 		b.add(row{name: line})
 	}
-	b.add(row{name: fmt.Sprintf("zarrita direct over HTTP: whole array %s, %d requests %v; random chunks %s, %v",
-		direct.median().Round(time.Millisecond), total(directReqs), directReqs, directRandom.median().Round(time.Millisecond), directRandomReqs), check: "-"})
+	line := fmt.Sprintf("zarrita direct over HTTP: whole array %s, %d requests %v", direct.median().Round(time.Millisecond), total(directReqs), directReqs)
+	if len(directRandom) > 0 {
+		line += fmt.Sprintf("; random chunks %s, %v", directRandom.median().Round(time.Millisecond), directRandomReqs)
+	}
+	b.add(row{name: line, check: "-"})
 	for _, c := range cs {
 		if c.skip != "" {
 			b.add(row{name: c.name + " skipped: " + c.skip, check: "-"})
@@ -456,11 +529,79 @@ func (b *bench) compareTable(cs []contender, cells [compareRows][]*cell, direct,
 			if x == nil {
 				continue
 			}
-			b.add(row{name: fmt.Sprintf("%s, %s: median %s; last run %d requests %v, fetched %s; VmHWM %s",
-				compareRowNames[r], c.name, x.times.median().Round(time.Millisecond), total(x.reqs), x.reqs,
-				formatBytes(float64(x.fetched)), formatBytes(float64(x.rss))), check: "-"})
+			runs := make([]string, len(x.times))
+			for k, d := range x.times {
+				runs[k] = d.Round(time.Millisecond).String()
+			}
+			var fuse string
+			if x.fuse != nil {
+				fuse = fmt.Sprintf("; FUSE requests %d %v", total(x.fuse), x.fuse)
+			}
+			b.add(row{name: fmt.Sprintf("%s, %s: median %s (runs %s); last run %d requests %v, fetched %s; VmHWM %s%s%s",
+				compareRowNames[r], c.name, x.times.median().Round(time.Millisecond), strings.Join(runs, " "), total(x.reqs), x.reqs,
+				formatBytes(float64(x.fetched)), formatBytes(float64(x.rss)), x.uring, fuse), check: "-"})
 		}
 	}
+}
+
+// uringStats returns the io_uring counters of the stats of the zarrfs
+// mount at mnt, or "" over /dev/fuse.
+func uringStats(mnt string) string {
+	data, err := os.ReadFile(filepath.Join(mnt, ".zarrfs", "stats"))
+	if err != nil {
+		return ""
+	}
+	var s map[string]any
+	if json.Unmarshal(data, &s) != nil {
+		return ""
+	}
+	var out string
+	for _, k := range slices.Sorted(maps.Keys(s)) {
+		if strings.HasPrefix(k, "uring_") {
+			out += fmt.Sprintf(" %s=%v", k, s[k])
+		}
+	}
+	if out != "" {
+		out = ";" + out
+	}
+	return out
+}
+
+// freeAddr returns a loopback address with a port free now.
+func freeAddr() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "127.0.0.1:0"
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// fuseRequests returns the FUSE requests a zarrfs mount has answered, by
+// opcode, from its metrics at addr.
+func fuseRequests(addr string) (map[string]int, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	const prefix = `zarrfs_fuse_request_duration_seconds_count{op="`
+	counts := map[string]int{}
+	for line := range strings.Lines(string(body)) {
+		rest, ok := strings.CutPrefix(line, prefix)
+		if !ok {
+			continue
+		}
+		op, n, _ := strings.Cut(rest, `"} `)
+		var v float64
+		fmt.Sscan(n, &v)
+		counts[op] = int(v)
+	}
+	return counts, nil
 }
 
 // writeCompareStore writes the store of the compare array into dir, unless

@@ -63,6 +63,9 @@
 //	-bin PATH       zarrfs binary (default: built from this repository)
 //	-dir DIR        work directory, kept and reused across runs (default: a temporary one, removed)
 //	-only LIST      comma-separated workloads: rtt,read,cold,unseen,python,meta,random,rss,write,writes,remote,compare (default: all)
+//	-rows LIST      compare: comma-separated rows: python,zarrita,uv16,cat,random,warm-zarrita,warm-python (default: all; a warm row runs its cold one first)
+//	-contenders L   compare: comma-separated mounts: dev,io_uring,rclone,s3fs (default: all)
+//	-count-fuse     compare: count the FUSE requests of the zarrfs mounts by opcode (through --metrics-listen)
 //	-mount-args S   extra `zarrfs mount` flags, space-separated, for every mount of zarrfs (read mounts always have --ro)
 //	-python PATH    Python with zarr-python 2 (default /usr/bin/python3, Debian's python3-zarr)
 //	-seed N         seed of the never-seen store (workload unseen), to draw the same one again
@@ -99,8 +102,11 @@ type config struct {
 	only      map[string]bool
 	mountArgs []string
 	python    string
-	seed      uint64 // of the never-seen store; 0: drawn from the time
-	out       string // file of the table; its chart beside it
+	seed      uint64          // of the never-seen store; 0: drawn from the time
+	out       string          // file of the table; its chart beside it
+	rows      map[string]bool // of compare; nil: all
+	mounts    map[string]bool // compare's contenders; nil: all
+	countFUSE bool            // compare: FUSE requests by opcode
 }
 
 var workloads = []string{"rtt", "read", "cold", "unseen", "python", "meta", "random", "rss", "write", "writes", "remote", "compare"}
@@ -133,7 +139,7 @@ func main() {
 func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("mountbench", flag.ContinueOnError)
 	var cfg config
-	var only, mountArgs string
+	var only, mountArgs, rows, mounts string
 	fs.BoolVar(&cfg.quick, "quick", false, "small datasets (1/8 of the volume, 10k-chunk directory) and 3 runs")
 	fs.IntVar(&cfg.runs, "runs", 0, "measured runs per case (default 5, 3 with -quick)")
 	fs.IntVar(&cfg.warmup, "warmup", 1, "unmeasured warm-up rounds before warm measurements")
@@ -143,6 +149,9 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&mountArgs, "mount-args", "", "extra `zarrfs mount` flags, space-separated")
 	fs.StringVar(&cfg.python, "python", "/usr/bin/python3", "Python with zarr-python 2")
 	fs.StringVar(&cfg.out, "out", "", "also write the table to this file, and its chart as a PNG beside it (the file with .png for its extension)")
+	fs.StringVar(&rows, "rows", "", "compare: comma-separated rows ("+strings.Join(compareRowKeys[:], ",")+"; default: all)")
+	fs.StringVar(&mounts, "contenders", "", "compare: comma-separated mounts ("+strings.Join(compareMounts, ",")+"; default: all)")
+	fs.BoolVar(&cfg.countFUSE, "count-fuse", false, "compare: count the FUSE requests of the zarrfs mounts by opcode (through --metrics-listen)")
 	fs.Uint64Var(&cfg.seed, "seed", 0, "seed of the never-seen store of workload unseen, to draw one again (default: from the time)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -163,8 +172,31 @@ func parseFlags(args []string) (config, error) {
 		}
 		cfg.only[w] = true
 	}
+	var err error
+	if cfg.rows, err = choices("-rows", rows, compareRowKeys[:]); err != nil {
+		return cfg, err
+	}
+	if cfg.mounts, err = choices("-contenders", mounts, compareMounts); err != nil {
+		return cfg, err
+	}
 	cfg.mountArgs = strings.Fields(mountArgs)
 	return cfg, nil
+}
+
+// choices parses the comma-separated list of flag, each one of valid;
+// nil when list is empty (all).
+func choices(flag, list string, valid []string) (map[string]bool, error) {
+	if list == "" {
+		return nil, nil
+	}
+	m := map[string]bool{}
+	for c := range strings.SplitSeq(list, ",") {
+		if !slices.Contains(valid, c) {
+			return nil, fmt.Errorf("%s: unknown %q (have %s)", flag, c, strings.Join(valid, ","))
+		}
+		m[c] = true
+	}
+	return m, nil
 }
 
 // bench is one run of the harness.
