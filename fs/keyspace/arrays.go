@@ -7,6 +7,7 @@ import (
 	"iter"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/codec/sharding"
@@ -58,8 +59,8 @@ type arrayView struct {
 	// created the array said (v2Said).
 	noFill bool
 	docs   []doc
-	// seq is where a sequential reader is, for reading ahead.
-	seq sequence
+	// transcoding is set while transcodeAhead works for this array.
+	transcoding atomic.Bool
 	// peerTargets are the encodings peers of other V2Transcode settings
 	// asked for, by setting (peerTarget).
 	peerTargets sync.Map

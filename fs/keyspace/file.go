@@ -172,7 +172,9 @@ func (f *Chunk) Attr(ctx context.Context) (Attr, error) {
 		// Uncompressed: the size needs no transcode. It runs when the
 		// chunk is read, and the chunks after it are prepared meanwhile.
 		attr.Size = int64(size)
-		f.fs.readAhead.after(f.arr, f.coords, false)
+		if f.arr.eng.NoteLookup(f.coords) {
+			f.fs.readAhead.from(f.arr, f.coords)
+		}
 		return attr, nil
 	}
 	b, err := f.transcoded(ctx, loc)
@@ -244,18 +246,10 @@ func (h *Handle) Close() {
 // the bytes are served.
 func (f *Chunk) Open(ctx context.Context) (*Handle, error) { return f.open(ctx, true) }
 
-// Upcoming reports whether the file is the chunk that a reader reading
-// its array's chunks in key order reads next, or a chunk of a shard read
-// densely (see engine.Array.Touched) that is cached: its content is then worth handing
-// to the kernel before the reader asks for it. Chunks of arrays read in
-// no order are not, so that listing or stat-ing a chunk directory reads
-// no chunk.
-func (f *Chunk) Upcoming() bool {
-	f.arr.seq.mu.Lock()
-	follows := f.arr.seq.follows(f.arr, f.coords)
-	f.arr.seq.mu.Unlock()
-	return follows || f.arr.eng.DenseCached(f.coords)
-}
+// Upcoming reports whether a reader reads the chunk next, as the engine
+// sees its array's readers (engine.Array.Upcoming): its content is then
+// worth handing to the kernel before the reader asks for it.
+func (f *Chunk) Upcoming() bool { return f.arr.eng.Upcoming(f.coords) }
 
 // ReadAt locates the chunk with the cached shard index (revalidated as
 // Options.Revalidate says).
@@ -326,7 +320,9 @@ func (f *Chunk) open(ctx context.Context, fresh bool) (*Handle, error) {
 				fresh = true // locate it again in the shard's new index
 				continue
 			}
-			f.fs.readAhead.after(f.arr, f.coords, true)
+			if f.arr.eng.NoteRead(f.coords) {
+				f.fs.readAhead.from(f.arr, f.coords)
+			}
 			if err == nil {
 				err = f.verifyTrailer(ctx, loc, b)
 			}
@@ -393,8 +389,8 @@ func (f *Chunk) verifyTrailer(ctx context.Context, loc engine.Location, b []byte
 // and has the chunks after it prepared when it is read in sequence.
 func (f *Chunk) transcoded(ctx context.Context, loc engine.Location) ([]byte, error) {
 	b, err := f.arr.transcoded(ctx, f.coords, loc)
-	if err == nil {
-		f.fs.readAhead.after(f.arr, f.coords, true)
+	if err == nil && f.arr.eng.NoteRead(f.coords) {
+		f.fs.readAhead.from(f.arr, f.coords)
 	}
 	return b, err
 }

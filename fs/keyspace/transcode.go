@@ -5,14 +5,12 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/zarr/engine"
-	"github.com/zarrfs/zarrfs/zarr/nd"
 )
 
 // transcoded returns the chunk at coords, stored at loc, re-encoded with
@@ -101,60 +99,29 @@ func newReadAhead(ctx context.Context, depth int) *readAhead {
 	}
 }
 
-// sequence remembers the last chunk of an array a reader asked for.
-type sequence struct {
-	mu   sync.Mutex
-	last []int
-	read bool // last's bytes were asked for, not only its attributes
-	// transcoding is set while transcodeAhead works for this array.
-	transcoding atomic.Bool
-}
-
-// follows reports whether coords come right after the last chunk read,
-// in key order. The caller holds s.mu.
-func (s *sequence) follows(av *arrayView, coords []int) bool {
-	return s.last != nil && slices.Equal(av.nextChunk(s.last), coords)
-}
-
-// after is told that the chunk at coords of av was read (read), or only
-// looked up. When it follows the chunk before it, the next depth chunks
-// are transcoded in the background (transcodeAhead), by one walker per
-// array and as many walkers as free slots allow (a busy machine reads no
-// further ahead: the reader then transcodes what it needs itself); from a
-// store read by ranges, the engine fetches the next chunks. A lookup
-// continues a sequence only after a chunk that was read: a reader the
-// kernel serves from the pages it keeps looks names up again whenever
-// their entries expire (--revalidate) and reads nothing, and chunks
-// transcoded ahead of it would only fill the cache, never delivered.
-func (r *readAhead) after(av *arrayView, coords []int, read bool) {
-	av.seq.mu.Lock()
-	sequential := av.seq.follows(av, coords) && (read || av.seq.read)
-	if !slices.Equal(av.seq.last, coords) {
-		av.seq.last = slices.Clone(coords)
-		av.seq.read = read
-	} else {
-		av.seq.read = av.seq.read || read
-	}
-	av.seq.mu.Unlock()
-	if !sequential {
-		return
-	}
+// from is told that a reader continued to read av's chunks in key order
+// at the chunk at coords (see engine.Array.NoteRead): the next depth
+// chunks are transcoded in the background (transcodeAhead), by one walker
+// per array and as many walkers as free slots allow (a busy machine reads
+// no further ahead: the reader then transcodes what it needs itself);
+// from a store read by ranges, the engine fetches the next chunks.
+func (r *readAhead) from(av *arrayView, coords []int) {
 	if av.target == nil { // pass-through from a store read by ranges
 		av.eng.ReadAheadFrom(coords)
 		return
 	}
-	if r.depth == 0 || !av.seq.transcoding.CompareAndSwap(false, true) {
+	if r.depth == 0 || !av.transcoding.CompareAndSwap(false, true) {
 		return // none ahead, or this array's walker is under way and sees the reader move
 	}
 	select {
 	case r.slots <- struct{}{}:
 	default:
-		av.seq.transcoding.Store(false)
+		av.transcoding.Store(false)
 		return
 	}
 	r.work.Go(func() {
 		defer func() { <-r.slots }()
-		defer av.seq.transcoding.Store(false)
+		defer av.transcoding.Store(false)
 		r.transcodeAhead(av)
 	})
 }
@@ -174,12 +141,9 @@ func (r *readAhead) transcodeAhead(av *arrayView) {
 	}
 	parallel := runtime.GOMAXPROCS(0)
 	for {
-		av.seq.mu.Lock()
-		next := slices.Clone(av.seq.last)
-		av.seq.mu.Unlock()
 		var jobs []job
-		for range r.depth {
-			if next = av.nextChunk(next); next == nil || len(jobs) == parallel {
+		for _, next := range av.eng.Ahead(r.depth) {
+			if len(jobs) == parallel {
 				break
 			}
 			l, ok, err := av.locate(ctx, next, false)
@@ -187,7 +151,7 @@ func (r *readAhead) transcodeAhead(av *arrayView) {
 				return
 			}
 			if ok && !av.fs.cache.Contains(av.transcodedKey(next, l)) {
-				jobs = append(jobs, job{slices.Clone(next), l})
+				jobs = append(jobs, job{next, l})
 			}
 		}
 		if len(jobs) == 0 {
@@ -209,16 +173,6 @@ func (r *readAhead) transcodeAhead(av *arrayView) {
 			return
 		}
 	}
-}
-
-// nextChunk returns the coordinates after coords in C order of the view's
-// grid, the order of chunk keys; nil after the last chunk.
-func (av *arrayView) nextChunk(coords []int) []int {
-	next := slices.Clone(coords)
-	if !nd.Next(next, av.grid) {
-		return nil
-	}
-	return next
 }
 
 // overlap reports whether a and b share memory.

@@ -211,6 +211,9 @@ type Array struct {
 	indexLayout []string
 	// recent are the shards of the last reads from a store read by ranges.
 	recent recent
+	// seq is where a reader reading the chunks in key order is (see
+	// Upcoming).
+	seq sequence
 	// dense are the shards lately found read densely, and loaded those
 	// whose indexes were lately loaded, by key-order position (see
 	// fetchFollowing and loadFollowing).

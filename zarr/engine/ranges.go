@@ -141,9 +141,9 @@ func (a *Array) shardState(loc Location) *objectState {
 	return s
 }
 
-// DenseCached reports whether the chunk at (inner grid) coordinates is in a dense
-// shard and cached, without loading or fetching anything.
-func (a *Array) DenseCached(coords []int) bool {
+// denseCached reports whether the chunk at (inner grid) coordinates is in a dense
+// shard and cached, without loading or fetching anything (see Upcoming).
+func (a *Array) denseCached(coords []int) bool {
 	if a.e.files != nil || a.shard == nil || !nd.Inside(coords, a.grid) {
 		return false
 	}
