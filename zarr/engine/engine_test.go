@@ -6,12 +6,15 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"hash/crc32"
+	"iter"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -266,6 +269,81 @@ func TestStoredLists(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("stored chunks %v, want %v", got, want)
 		}
+	}
+}
+
+// stalledList is a store read by ranges whose first listing answers, once
+// let go, with the keys stored when it began: a listing under way while
+// a writer creates a shard.
+type stalledList struct {
+	rangeOnly
+	once         sync.Once
+	began, letGo chan struct{}
+}
+
+func (s *stalledList) List(ctx context.Context, prefix string) iter.Seq2[string, error] {
+	stall := false
+	s.once.Do(func() { stall = true })
+	if !stall {
+		return s.rangeOnly.List(ctx, prefix)
+	}
+	return func(yield func(string, error) bool) {
+		var keys []string
+		for k, err := range s.rangeOnly.List(ctx, prefix) {
+			if err != nil {
+				yield("", err)
+				return
+			}
+			keys = append(keys, k)
+		}
+		close(s.began)
+		<-s.letGo
+		for _, k := range keys {
+			if !yield(k, nil) {
+				return
+			}
+		}
+	}
+}
+
+// TestStoredAfterListingRace: a shard this process created (Rewritten)
+// while a listing of its array was under way is listed by the next
+// listing of its stored chunks: the listing begun before, which lacks
+// it, is not kept for the revalidation interval (a resize would then
+// leave the shard's chunks outside its new shape).
+func TestStoredAfterListingRace(t *testing.T) {
+	dir := t.TempDir()
+	writeArray(t, dir, 0, func(i int) bool { return i/perShard == 3 }) // shard 3 not stored
+	s := &stalledList{rangeOnly: rangeOnly{openDir(t, dir)}, began: make(chan struct{}), letGo: make(chan struct{})}
+	e, a := open(t, s, engine.Options{Revalidate: time.Hour})
+	stored := func() int {
+		n := 0
+		for _, err := range a.Stored(context.Background(), nil) {
+			if err != nil {
+				t.Error(err)
+				return n
+			}
+			n++
+		}
+		return n
+	}
+	first := make(chan int, 1)
+	go func() { first <- stored() }()
+	select {
+	case <-s.began:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no listing began")
+	}
+	writeArray(t, dir, 1, nil) // creates shard 3, as a writer publishing it
+	for i := range shards {
+		e.Rewritten(fmt.Sprintf("a/c/%d", i))
+	}
+	close(s.letGo)
+	if n := <-first; n != chunks-perShard {
+		t.Errorf("the listing begun before shard 3 was stored yields %d chunks, want %d", n, chunks-perShard)
+	}
+	if n := stored(); n != chunks {
+		t.Errorf("after shard 3 was stored and Rewritten, %d chunks are listed as stored, want %d", n, chunks)
 	}
 }
 

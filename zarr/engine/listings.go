@@ -16,6 +16,9 @@ import (
 type listings struct {
 	mu     sync.Mutex
 	arrays map[string]listing // by array path
+	// forgotten counts the calls of forget: a listing begun before one
+	// may lack the shard it was for, and is not kept.
+	forgotten uint64
 }
 
 type listing struct {
@@ -33,6 +36,7 @@ func (a *Array) candidates(ctx context.Context) iter.Seq2[[]int, error] {
 	return func(yield func([]int, error) bool) {
 		e.lists.mu.Lock()
 		l, ok := e.lists.arrays[a.z.Path]
+		forgotten := e.lists.forgotten
 		e.lists.mu.Unlock()
 		if !ok || time.Since(l.at) > e.opts.Revalidate {
 			l = listing{at: time.Now()}
@@ -47,7 +51,9 @@ func (a *Array) candidates(ctx context.Context) iter.Seq2[[]int, error] {
 			if e.lists.arrays == nil {
 				e.lists.arrays = map[string]listing{}
 			}
-			e.lists.arrays[a.z.Path] = l
+			if e.lists.forgotten == forgotten {
+				e.lists.arrays[a.z.Path] = l
+			}
 			e.lists.mu.Unlock()
 		}
 		for _, c := range l.coords {
@@ -73,6 +79,7 @@ func (a *Array) unlisted(objCoords []int) bool {
 func (l *listings) forget(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.forgotten++
 	for path := range l.arrays {
 		if path == "" || strings.HasPrefix(key, path+"/") {
 			delete(l.arrays, path)
