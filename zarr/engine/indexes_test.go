@@ -157,8 +157,8 @@ func TestIndexesLoadedAtOnce(t *testing.T) {
 	if got, want := after["suffix GET"]-before.Requests["suffix GET"], uint64(0); got != want {
 		t.Errorf("first reads of shards 1 and 3 sent %d index requests, want %d", got, want)
 	}
-	if got := after["ranged GET"] - before.Requests["ranged GET"]; got != 2 {
-		t.Errorf("first reads of shards 1 and 3 sent %d ranged GETs, want 2 (one per chunk)", got)
+	if got := after["ranged GET"] - before.Requests["ranged GET"]; got < 2 || got > 4 {
+		t.Errorf("first reads of shards 1 and 3 sent %d ranged GETs, want one per chunk, and at most one more each (the chunks after it, speculate)", got)
 	}
 }
 
