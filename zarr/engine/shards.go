@@ -54,9 +54,9 @@ func stateSize(chunks int) int64 {
 
 // object returns the cached state of a stored object, checking the store
 // for changes when fresh is set or the state is older than the
-// revalidation interval (or, from a store read by ranges, in the
-// background shortly before). A state loaded by this call is not checked
-// again.
+// revalidation interval (or, from a store read by ranges outside a
+// cluster, in the background shortly before). A state loaded by this
+// call is not checked again.
 func (a *Array) object(ctx context.Context, key string, fresh bool) (*objectState, error) {
 	e := a.e
 	cacheKey := a.objectKey(key)
@@ -90,10 +90,12 @@ func (a *Array) object(ctx context.Context, key string, fresh bool) (*objectStat
 		return s, nil
 	}
 	if !fresh && s.current(e) {
-		if e.files == nil && s.dueSoon(e) {
+		if e.files == nil && e.cluster == nil && s.dueSoon(e) {
 			// Checked in the background before it comes due, so that an
 			// active reader of a store read by ranges never waits for a
-			// check (a round trip) to read what is cached.
+			// check (a round trip) to read what is cached. Not in a
+			// cluster, whose indexes are shared per interval: a check
+			// before the interval ends would get the same one.
 			a.startCheck(key, s)
 		}
 		return s, nil
