@@ -250,6 +250,19 @@ func (r *shardRing) add(p int) bool {
 	return true
 }
 
+// size counts the shards remembered.
+func (r *shardRing) size() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, p := range r.pos {
+		if p != 0 {
+			n++
+		}
+	}
+	return n
+}
+
 func (r *shardRing) has(p int) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -341,15 +354,14 @@ func (a *Array) shardAt(p int) (string, bool) {
 type aheadKey struct{}
 
 // loadFollowing is told that a reader loaded the index of the shard at
-// key. Of an array of a few shards, the indexes of all are loaded in the
-// background at once (loadIndexes): a reader going from shard to shard,
-// in order or at random, then waits for one index request, not one per
-// shard it reaches before the others are loaded. Of a larger array,
-// when the index of a shard next to it (in key order, or with the first
-// axis fastest) was loaded lately too, readers visit the shards in that
-// order (as a reader opening every chunk file of an array before reading
-// any does: node's readFile of many files at once): the indexes of the
-// next remoteFetchesAhead shards are loaded in the background, at once,
+// key. Once readers loaded the indexes of two shards of an array of a few
+// shards, they go from shard to shard: the indexes of all are loaded in
+// the background (loadIndexes). Of a larger array, when the index of a
+// shard next to it (in key order, or with the first axis fastest) was
+// loaded lately too, readers visit the shards in that order (as a reader
+// opening every chunk file of an array before reading any does: node's
+// readFile of many files at once): the indexes of the next
+// remoteFetchesAhead shards are loaded in the background, at once,
 // instead of one round trip after another on the readers' path.
 func (a *Array) loadFollowing(ctx context.Context, key string) {
 	p, ok := a.shardPosition(key)
@@ -361,7 +373,7 @@ func (a *Array) loadFollowing(ctx context.Context, key string) {
 		return
 	}
 	ahead := context.WithValue(a.e.bg, aheadKey{}, true)
-	if a.loadIndexes(ahead) {
+	if a.loaded.size() >= 2 && a.loadIndexes(ahead) {
 		return
 	}
 	for _, q := range a.nextShards(&a.loaded, p, remoteFetchesAhead) {
