@@ -27,6 +27,11 @@ const (
 	// microseconds per cached chunk, a reader takes longer to get there
 	// than a round trip to a remote store.
 	remoteAhead = 256
+	// inOrderRun is how many chunks in a row readers read in key order
+	// before a walk looks ahead of them: a random reader reads two chunks
+	// in a row by chance (about once in as many reads as the array has
+	// chunks), a sequential reader goes on.
+	inOrderRun = 3
 	// remoteFetchesAhead bounds the requests under way ahead of readers.
 	// A legacy reader walks chunk keys in C order, across several shards
 	// per row of chunks, so the next shards' indexes and runs are needed
@@ -39,13 +44,14 @@ const (
 	maxIndexesAhead = 128
 )
 
-// ReadAheadFrom prepares, for a reader of a store read by ranges that
-// reads the array's chunks in key order and just read the chunk at
-// coords, the chunks that follow, in the background (walkAhead); one walk
-// at a time, for all arrays.
+// ReadAheadFrom is told that a reader of a store read by ranges read the
+// chunk at coords right after the one before it in key order. Once
+// readers read inOrderRun chunks in a row so, it prepares the chunks that
+// follow, in the background (walkAhead); one walk at a time, for all
+// arrays.
 func (a *Array) ReadAheadFrom(coords []int) {
 	r := &a.e.ahead
-	if !a.e.opts.ReadAhead || a.e.files != nil || !r.walking.CompareAndSwap(false, true) {
+	if !a.e.opts.ReadAhead || a.e.files != nil || !a.inKeyOrder(coords) || !r.walking.CompareAndSwap(false, true) {
 		return
 	}
 	coords = slices.Clone(coords)
@@ -53,6 +59,23 @@ func (a *Array) ReadAheadFrom(coords []int) {
 		defer r.walking.Store(false)
 		a.walkAhead(coords)
 	})
+}
+
+// inKeyOrder counts the read of the chunk at coords, which follows the
+// one before it in key order, and reports whether it makes a run of
+// inOrderRun chunks read in key order.
+func (a *Array) inKeyOrder(coords []int) bool {
+	i := nd.Linear(coords, a.grid)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case i == a.lastInOrder+1 && a.inOrder > 0:
+		a.inOrder++
+	case i != a.lastInOrder || a.inOrder == 0:
+		a.inOrder = 2 // the chunk before it, and it
+	}
+	a.lastInOrder = i
+	return a.inOrder >= inOrderRun
 }
 
 // walkAhead loads (or, past the revalidation interval, checks) the index
@@ -122,7 +145,7 @@ func (a *Array) fetchChunk(ctx context.Context, coords []int, started map[string
 	default:
 		return false, false
 	}
-	a.fetchAheadSpan(loc)
+	a.fetchAheadSpan(loc, allChunks)
 	return true, true
 }
 
@@ -142,13 +165,14 @@ func (e *Engine) fetch(load func()) bool {
 	return true
 }
 
-// fetchAheadSpan fetches in the background the span from loc, as far as
-// coalesceMax reaches, holding a token of fetches the caller took.
-func (a *Array) fetchAheadSpan(loc Location) {
+// fetchAheadSpan fetches in the background the span of up to want
+// chunks from loc (allChunks: as far as coalesceMax reaches), holding a
+// token of fetches the caller took.
+func (a *Array) fetchAheadSpan(loc Location, want int) {
 	r := &a.e.ahead
 	var sp *span
 	if a.source.CheckEncodedSize(loc.N) == nil { // the reader says what is wrong
-		sp = a.claim(loc, allChunks)
+		sp = a.claim(loc, want)
 	}
 	if sp == nil {
 		<-r.fetches
@@ -200,7 +224,7 @@ func (a *Array) fetchShard(loc Location) {
 			case <-a.e.bg.Done():
 				return
 			}
-			a.fetchAheadSpan(l)
+			a.fetchAheadSpan(l, allChunks)
 		}
 	})
 }

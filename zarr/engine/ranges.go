@@ -22,11 +22,12 @@ import (
 // read up to coalesceMax, and becomes dense (so does one whose chunks
 // several readers wait for at once): its remaining chunks are fetched
 // ahead of the readers (fetchShard), and the next shards too when the one
-// next to it is dense (fetchFollowing). A span never crosses
-// a gap over coalesceGap and stops at a chunk cached or being fetched, so
-// concurrent readers do not fetch bytes twice. A span is read from the
-// aligned blocks that cover it (fetchRange), the unit of the disk cache
-// and the cluster.
+// next to it is dense (fetchFollowing). A miss of a chunk fetched alone
+// has the chunks after it fetched too, concurrently (speculate). A span
+// never crosses a gap over coalesceGap and stops at a chunk cached or
+// being fetched, so concurrent readers do not fetch bytes twice. A span
+// is read from the aligned blocks that cover it (fetchRange), the unit
+// of the disk cache and the cluster.
 const (
 	coalesceGap = 1 << 20
 	coalesceMax = 8 << 20
@@ -189,6 +190,7 @@ func (a *Array) readRange(ctx context.Context, loc Location) ([]byte, error) {
 				continue // cached, or it failed (its readers left): claim it
 			}
 			if sp := a.claim(loc, a.wanted(loc)); sp != nil {
+				a.speculate(loc, sp)
 				b, err := a.fetchSpan(ctx, loc, sp)
 				return b, int64(len(b)), err
 			}
@@ -265,6 +267,47 @@ func (a *Array) claim(loc Location, want int) *span {
 		return nil
 	}
 	return sp
+}
+
+// speculate fetches in the background, with another request, the chunks
+// stored right after the span sp that a miss of the chunk at loc fetches,
+// as long as the two together fetch at most twice the chunk's bytes: when
+// no reader proved it needs more than the chunk (a random reader). Such a
+// reader later finds as many of them cached as the share of the shard it
+// reads, each a round trip it does not wait for, at the cost of at most
+// the bytes it reads again and no time: it waits for its own request.
+// The fetch is tied to loc's generation, like the miss's: it caches
+// nothing of a shard replaced since.
+func (a *Array) speculate(loc Location, sp *span) {
+	r := &a.e.ahead
+	budget := 2*loc.N - sp.byteRange().n
+	s := a.shardState(loc)
+	if !a.e.opts.ReadAhead || budget <= 0 || s == nil {
+		return
+	}
+	last := sp.chunks[len(sp.chunks)-1]
+	stored := s.sorted()
+	p, ok := s.position(last.off)
+	if !ok {
+		return
+	}
+	want := 0
+	for _, c := range stored[p+1:] {
+		if budget -= c.n; budget < 0 {
+			break
+		}
+		want++
+	}
+	if want == 0 {
+		return
+	}
+	select {
+	case r.fetches <- struct{}{}:
+	default:
+		return // as many requests under way as the store takes ahead of readers
+	}
+	next := stored[p+1]
+	a.fetchAheadSpan(Location{Key: loc.Key, Gen: loc.Gen, Off: next.off, N: next.n, Size: loc.Size}, want)
 }
 
 // release ends a claimed span's hold on its chunks.

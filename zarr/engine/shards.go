@@ -54,7 +54,9 @@ func stateSize(chunks int) int64 {
 
 // object returns the cached state of a stored object, checking the store
 // for changes when fresh is set or the state is older than the
-// revalidation interval. A state loaded by this call is not checked again.
+// revalidation interval (or, from a store read by ranges outside a
+// cluster, in the background shortly before). A state loaded by this
+// call is not checked again.
 func (a *Array) object(ctx context.Context, key string, fresh bool) (*objectState, error) {
 	e := a.e
 	cacheKey := a.objectKey(key)
@@ -84,7 +86,18 @@ func (a *Array) object(ctx context.Context, key string, fresh bool) (*objectStat
 	if loaded {
 		a.loadFollowing(ctx, key)
 	}
-	if loaded || !fresh && s.current(e) {
+	if loaded {
+		return s, nil
+	}
+	if !fresh && s.current(e) {
+		if e.files == nil && e.cluster == nil && s.dueSoon(e) {
+			// Checked in the background before it comes due, so that an
+			// active reader of a store read by ranges never waits for a
+			// check (a round trip) to read what is cached. Not in a
+			// cluster, whose indexes are shared per interval: a check
+			// before the interval ends would get the same one.
+			a.startCheck(key, s)
+		}
 		return s, nil
 	}
 	if fresh { // the check must begin after the caller's open
@@ -192,6 +205,14 @@ func (a *Array) objectChanged(key string) {
 // interval.
 func (s *objectState) current(e *Engine) bool {
 	return time.Now().UnixNano()-s.checked.Load() < int64(e.opts.Revalidate)
+}
+
+// dueSoon reports whether a cached state is older than 7/8 of the
+// revalidation interval: a check begun then (a round trip) ends before
+// the state comes due, and an array read without a pause is checked
+// about once per interval, not twice.
+func (s *objectState) dueSoon(e *Engine) bool {
+	return time.Now().UnixNano()-s.checked.Load() >= int64(e.opts.Revalidate/8*7)
 }
 
 // cachedObject returns the cached state of a stored object when it is
