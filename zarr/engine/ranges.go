@@ -303,11 +303,12 @@ type inflight struct {
 
 // maxInflight bounds the bytes fetched at once: enough to keep a remote
 // store busy (8 MiB is a round trip of 20 ms at 400 MB/s) at a small
-// share of the memory a mount takes besides its cache.
+// share of the memory a mount takes besides its cache (an eighth of a
+// cache under 128 MiB).
 const maxInflight = 16 << 20
 
 func newInflight(cacheBytes int64) *inflight {
-	return &inflight{max: min(maxInflight, max(cacheBytes/4, coalesceMax)), freed: make(chan struct{})}
+	return &inflight{max: min(maxInflight, max(cacheBytes/8, aheadRoom)), freed: make(chan struct{})}
 }
 
 // room is how many bytes a span may take now.
