@@ -132,11 +132,12 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	// The cache is most of what zarrfs keeps in memory. A soft limit a
 	// little above it makes the garbage collector run more often rather
 	// than let the heap grow to twice what is live, so the process stays
-	// within the cache size plus 64 MiB, the io_uring queues' buffers
-	// (outside the heap) included while they are under 48 MiB (up to 23
-	// CPUs).
+	// within the cache size plus 64 MiB: the limit counts Go's memory, not
+	// the binary's resident pages (about 21 MiB, the rest of the 64), and
+	// the io_uring queues' buffers (outside the heap) are taken from it
+	// while they are under 40 MiB (up to 19 CPUs).
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
-		debug.SetMemoryLimit(max(cacheBytes+48<<20-fs.TransportBufferBytes(*transport), cacheBytes))
+		debug.SetMemoryLimit(max(cacheBytes+40<<20-fs.TransportBufferBytes(*transport), cacheBytes))
 	}
 	if *cpuProfile != "" {
 		stop, err := startCPUProfile(*cpuProfile)

@@ -140,6 +140,9 @@ func (a *Array) fetchChunk(ctx context.Context, coords []int, started map[string
 	if _, held := a.e.fetching.Load(a.e.chunkRangeKey(loc)); held {
 		return true, true
 	}
+	if a.e.inflight.room() < aheadRoom {
+		return false, false
+	}
 	select {
 	case r.fetches <- struct{}{}:
 	default:
@@ -148,6 +151,10 @@ func (a *Array) fetchChunk(ctx context.Context, coords []int, started map[string
 	a.fetchAheadSpan(loc, allChunks)
 	return true, true
 }
+
+// aheadRoom is the room for fetches (see inflight) a fetch ahead of
+// readers waits for: spans of a few MiB, not of a chunk each.
+const aheadRoom = coalesceMax / 2
 
 // fetch runs load in the background when fewer than remoteFetchesAhead
 // fetches are under way, and reports whether it did.
@@ -218,6 +225,9 @@ func (a *Array) fetchShard(loc Location) {
 			k := a.e.chunkRangeKey(l)
 			if _, held := a.e.fetching.Load(k); held || a.e.cache.Contains(k) {
 				continue
+			}
+			if !a.e.inflight.wait(a.e.bg, aheadRoom) {
+				return
 			}
 			select {
 			case r.fetches <- struct{}{}:

@@ -13,25 +13,25 @@ import (
 // fetchRange reads span of the shard at loc's generation, the chunks of
 // run: through the engine's stack of block caches when it has one (memory,
 // the disk cache, the cluster, whose owner of a block reads it from the
-// store once for every mount), else just the span from the store.
-func (a *Array) fetchRange(ctx context.Context, loc Location, span storedRange, run []storedRange) ([]byte, error) {
+// store once for every mount), else just the span from the store. fresh
+// reports that the bytes are in a buffer of their own, which nothing else
+// holds.
+func (a *Array) fetchRange(ctx context.Context, loc Location, span storedRange, run []storedRange) (buf []byte, fresh bool, err error) {
 	e := a.e
 	if len(run) > 1 {
 		e.counts.coalesced.Add(uint64(len(run) - 1))
 	}
-	var buf []byte
-	var err error
 	if stack := e.blocks.Load(); stack == nil {
-		buf = make([]byte, span.n)
+		buf, fresh = make([]byte, span.n), true
 		err = e.origin.Store.ReadAt(ctx, loc.Key, loc.Gen, buf, span.off)
 	} else {
 		o := blocks.Object{Store: e.id, Key: loc.Key, Gen: loc.Gen, Size: loc.Size}
 		buf, err = blocks.Read(ctx, stack, o, span.off, span.n, a.blockChecks(o, span, run))
 	}
 	if errors.Is(err, store.ErrPrecondition) {
-		return nil, ErrStale
+		return nil, false, ErrStale
 	}
-	return buf, err
+	return buf, fresh, err
 }
 
 // stackBlocks composes the engine's block caches, each wrapping the next:

@@ -94,6 +94,7 @@ type Engine struct {
 	// fetching holds the chunks that a fetch under way will cache, by
 	// chunkRangeKey: a *span.
 	fetching sync.Map
+	inflight *inflight // the bytes of those spans
 	// cluster shares what is read from a remote store with the mounts of
 	// other machines (JoinCluster); nil: none.
 	cluster *cluster.Cluster
@@ -139,6 +140,7 @@ func New(s store.Store, opts Options) *Engine {
 	bg, stopBg := context.WithCancel(context.Background())
 	e := &Engine{store: s, id: s.String(), opts: opts, cache: cache.New(opts.CacheBytes), objects: cache.New(opts.CacheBytes / objectsShare), bg: bg, stopBg: stopBg}
 	e.ahead.fetches = make(chan struct{}, remoteFetchesAhead)
+	e.inflight = newInflight(opts.CacheBytes)
 	if o, ok := s.(store.Opener); ok && !s.Remote() {
 		e.files = newFileCache(o, 128)
 	}

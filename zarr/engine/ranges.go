@@ -234,9 +234,11 @@ func (a *Array) waiting(loc Location) func() {
 
 // span is one ranged read of a shard: the chunks it fetches, in offset
 // order. While it is under way each of them is claimed in Engine.fetching,
-// and done is closed once they are cached (or the fetch failed).
+// its bytes are counted in Engine.inflight, and done is closed once they
+// are cached (or the fetch failed).
 type span struct {
 	chunks []storedRange
+	bytes  int64
 	done   chan struct{}
 }
 
@@ -246,12 +248,17 @@ func (sp *span) byteRange() storedRange {
 }
 
 // claim claims for one fetch the chunk at loc and up to want-1 chunks
-// stored after it that are neither cached nor claimed; nil when the chunk
-// at loc is cached or claimed already.
+// stored after it that are neither cached nor claimed, as many as the
+// bytes left to fetches allow (see inflight); nil when the chunk at loc is
+// cached or claimed already.
 func (a *Array) claim(loc Location, want int) *span {
 	e := a.e
 	sp := &span{done: make(chan struct{})}
+	room := e.inflight.room()
 	for _, r := range a.following(loc, want) {
+		if len(sp.chunks) > 0 && r.off+r.n-sp.chunks[0].off > room {
+			break
+		}
 		k := a.e.chunkRangeKey(Location{Key: loc.Key, Gen: loc.Gen, Off: r.off})
 		if _, held := e.fetching.LoadOrStore(k, sp); held {
 			break
@@ -266,6 +273,8 @@ func (a *Array) claim(loc Location, want int) *span {
 	if len(sp.chunks) == 0 {
 		return nil
 	}
+	sp.bytes = sp.byteRange().n
+	e.inflight.add(sp.bytes)
 	return sp
 }
 
@@ -318,7 +327,66 @@ func (a *Array) release(loc Location, sp *span) {
 	for _, r := range sp.chunks {
 		a.e.fetching.Delete(a.e.chunkRangeKey(Location{Key: loc.Key, Gen: loc.Gen, Off: r.off}))
 	}
+	a.e.inflight.add(-sp.bytes)
 	close(sp.done)
+}
+
+// inflight counts the bytes of the spans being fetched: their buffers are
+// in memory besides the cache until their chunks are cached, so with many
+// readers and the fetches ahead of them under way at once they would take
+// tens of MiB past --cache-size. A span is cut to the bytes left (the
+// chunk its reader waits for at least), and fetches ahead of readers wait
+// for room.
+type inflight struct {
+	max   int64
+	mu    sync.Mutex
+	bytes int64
+	freed chan struct{} // closed when bytes are given back, then replaced
+}
+
+// maxInflight bounds the bytes fetched at once: enough to keep a remote
+// store busy (8 MiB is a round trip of 20 ms at 400 MB/s) at a small
+// share of the memory a mount takes besides its cache (an eighth of a
+// cache under 128 MiB).
+const maxInflight = 16 << 20
+
+func newInflight(cacheBytes int64) *inflight {
+	return &inflight{max: min(maxInflight, max(cacheBytes/8, aheadRoom)), freed: make(chan struct{})}
+}
+
+// room is how many bytes a span may take now.
+func (f *inflight) room() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.max - f.bytes
+}
+
+func (f *inflight) add(n int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.bytes += n
+	if n < 0 {
+		close(f.freed)
+		f.freed = make(chan struct{})
+	}
+}
+
+// wait waits until n bytes are free, or none is fetched (a span larger
+// than the bound goes alone), or ctx is done; false then.
+func (f *inflight) wait(ctx context.Context, n int64) bool {
+	for {
+		f.mu.Lock()
+		ok, freed := f.bytes == 0 || f.max-f.bytes >= n, f.freed
+		f.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // fetchSpan fetches a span of loc's shard, caches each of its chunks, and
@@ -328,7 +396,7 @@ func (a *Array) fetchSpan(ctx context.Context, loc Location, sp *span) ([]byte, 
 	defer a.release(loc, sp)
 	r := sp.byteRange()
 	started := time.Now()
-	buf, err := a.fetchRange(ctx, loc, r, sp.chunks)
+	buf, fresh, err := a.fetchRange(ctx, loc, r, sp.chunks)
 	if err != nil {
 		return nil, err
 	}
@@ -339,7 +407,13 @@ func (a *Array) fetchSpan(ctx context.Context, loc Location, sp *span) ([]byte, 
 	}
 	var own []byte
 	for _, c := range sp.chunks {
-		b := bytes.Clone(buf[c.off-r.off : c.off-r.off+c.n])
+		b := buf[c.off-r.off : c.off-r.off+c.n]
+		if len(sp.chunks) > 1 || !fresh {
+			// Cached in a buffer of its own: a slice would keep the whole
+			// span (or a block of the block cache) in memory for as long
+			// as any chunk of it is cached.
+			b = bytes.Clone(b)
+		}
 		e.cache.Add(e.chunkRangeKey(Location{Key: loc.Key, Gen: loc.Gen, Off: c.off}), b, int64(len(b)))
 		if c.off == loc.Off {
 			own = b

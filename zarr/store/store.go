@@ -81,6 +81,10 @@ type Span struct {
 	Suffix int64
 	// Max > 0 refuses, with ErrTooLarge, a selection longer than Max.
 	Max int64
+	// Buf, when set, receives an answer of exactly len(Buf) bytes (a
+	// range answered as asked), which Get then returns: a reader with a
+	// buffer of its own (ReadAtByGet) needs no other buffer and no copy.
+	Buf []byte
 }
 
 // All selects a whole value of at most MaxValueSize bytes.
@@ -115,13 +119,37 @@ func (s Span) Resolve(size int64) (offset, length int64, err error) {
 // ReadBody reads a response body that holds the span's selection, of
 // declared length when that is >= 0, refusing more than s.Max bytes (or
 // MaxValueSize: a server may answer a range with the whole value) before
-// reading them.
+// reading them. A body of declared length is read into one buffer of that
+// length: growing one as it comes (io.ReadAll) allocates about twice the
+// body, which for the spans of a whole-array read is tens of MiB at once.
+// A body longer or shorter than declared is returned as it came, for the
+// caller to refuse.
 func (s Span) ReadBody(body io.Reader, declared int64) ([]byte, error) {
 	if s.Max <= 0 {
 		s.Max = MaxValueSize
 	}
 	if err := s.CheckLength(declared); err != nil {
 		return nil, err
+	}
+	if declared >= 0 {
+		b := s.Buf
+		if int64(len(b)) != declared {
+			b = make([]byte, declared)
+		}
+		n, err := io.ReadFull(body, b)
+		switch {
+		case err == io.ErrUnexpectedEOF || err == io.EOF:
+			return b[:n], nil
+		case err != nil:
+			return nil, err
+		}
+		var more [1]byte
+		if extra, err := io.ReadFull(body, more[:]); extra > 0 {
+			return append(b[:n:n], more[0]), nil // longer than declared: a copy, not into Buf's capacity
+		} else if err != io.EOF {
+			return nil, err
+		}
+		return b, nil
 	}
 	b, err := io.ReadAll(io.LimitReader(body, s.Max+1))
 	if err != nil {
@@ -309,11 +337,15 @@ func ReadAtByGet(ctx context.Context, s Reader, key string, gen Generation, p []
 	if gen == "" {
 		return fmt.Errorf("%s: a read tied to no generation", key)
 	}
-	b, _, err := s.Get(ctx, key, Range(off, int64(len(p))), Cond{IfMatch: gen})
+	span := Range(off, int64(len(p)))
+	span.Buf = p
+	b, _, err := s.Get(ctx, key, span, Cond{IfMatch: gen})
 	if err != nil {
 		return err
 	}
-	copy(p, b)
+	if len(b) == 0 || &b[0] != &p[0] { // not read into p (a whole value came)
+		copy(p, b)
+	}
 	return nil
 }
 

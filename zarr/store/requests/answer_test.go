@@ -33,6 +33,7 @@ func TestReadSelection(t *testing.T) {
 		{name: "past the end", span: store.Range(6, 6), body: "world", declared: 5, contentRange: "bytes 6-10/11", fails: true, eof: true},
 		{name: "another range", span: store.Range(6, 5), body: "hello", declared: 5, contentRange: "bytes 0-4/11", fails: true, retry: true},
 		{name: "body shorter than its range", span: store.Range(6, 5), body: "wor", declared: 3, contentRange: "bytes 6-10/11", fails: true, retry: true, eof: true},
+		{name: "body longer than announced", span: store.Range(6, 5), body: "world!", declared: 5, contentRange: "bytes 6-10/11", fails: true, retry: true, eof: true},
 		{name: "body shorter than announced", span: store.Range(6, 5), body: "wor", declared: 5, contentRange: "bytes 6-10/11", fails: true, retry: true, eof: true},
 		{name: "more announced than asked", span: store.Range(6, 5), body: "world", declared: 5000, contentRange: "bytes 6-10/11", fails: true, retry: true},
 		{name: "unreadable Content-Range", span: store.Range(6, 5), body: "world", declared: 5, contentRange: "bytes 10-6/11", fails: true, retry: true},
