@@ -151,6 +151,32 @@ func newStuckFile() *stuckFile {
 	return &stuckFile{reading: make(chan struct{}, 64), interrupted: make(chan struct{}, 64)}
 }
 
+// mountStuck mounts root over io_uring at dir. At cleanup, even on
+// failure, it kills the readers in *cats, releases stuck unless *released,
+// aborts the connection if the test failed, and unmounts. It returns the
+// mount's transport.
+func mountStuck(t *testing.T, dir string, root gofs.InodeEmbedder, opts *gofs.Options, stuck *stuckFile, cats *[]*exec.Cmd, released *bool) *Transport {
+	t.Helper()
+	server, transport, err := Mount(dir, gofs.NewNodeFS(root, opts), opts.MountOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, c := range *cats {
+			c.Process.Kill()
+		}
+		if !*released {
+			close(stuck.release)
+		}
+		if t.Failed() {
+			abortConnection(dir)
+		}
+		server.Unmount()
+		transport.Wait()
+	})
+	return transport
+}
+
 // stuckContent is what a released read of a stuckFile returns.
 var stuckContent = []byte("released\n")
 
@@ -262,25 +288,9 @@ func TestWaitingRequestsHoldNoQueue(t *testing.T) {
 		root.OnAdd(ctx)
 		root.AddChild("stuck", root.NewPersistentInode(ctx, stuck, gofs.StableAttr{}), false)
 	}
-	server, transport, err := Mount(dir, gofs.NewNodeFS(root, opts), opts.MountOptions)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var cats []*exec.Cmd
 	released := false
-	t.Cleanup(func() {
-		for _, c := range cats {
-			c.Process.Kill()
-		}
-		if !released {
-			close(stuck.release)
-		}
-		if t.Failed() {
-			abortConnection(dir)
-		}
-		server.Unmount()
-		transport.Wait()
-	})
+	transport := mountStuck(t, dir, root, opts, stuck, &cats, &released)
 
 	type result struct {
 		out []byte
@@ -394,25 +404,9 @@ func TestBurstOnOneCPUReachesTheFileSystem(t *testing.T) {
 	}}
 	opts.DirectMount = true
 	opts.MaxWrite = 1 << 20
-	server, transport, err := Mount(dir, gofs.NewNodeFS(root, opts), opts.MountOptions)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var cats []*exec.Cmd
 	released := false
-	t.Cleanup(func() {
-		for _, c := range cats {
-			c.Process.Kill()
-		}
-		if !released {
-			close(stuck.release)
-		}
-		if t.Failed() {
-			abortConnection(dir)
-		}
-		server.Unmount()
-		transport.Wait()
-	})
+	transport := mountStuck(t, dir, root, opts, stuck, &cats, &released)
 	exited := make(chan error, burst)
 	for range burst {
 		cat := exec.Command("taskset", "-c", "0", "cat", filepath.Join(dir, "stuck"))
