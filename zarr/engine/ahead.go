@@ -45,13 +45,13 @@ const (
 )
 
 // ReadAheadFrom is told that a reader of a store read by ranges read the
-// chunk at coords right after the one before it in key order. Once
-// readers read inOrderRun chunks in a row so, it prepares the chunks that
-// follow, in the background (walkAhead); one walk at a time, for all
-// arrays.
+// chunk at coords right after the one before it in key order (NoteRead,
+// NoteLookup). Once readers read inOrderRun chunks in a row so, it
+// prepares the chunks that follow, in the background (walkAhead); one walk
+// at a time, for all arrays.
 func (a *Array) ReadAheadFrom(coords []int) {
 	r := &a.e.ahead
-	if !a.e.opts.ReadAhead || a.e.files != nil || !a.inKeyOrder(coords) || !r.walking.CompareAndSwap(false, true) {
+	if !a.e.opts.ReadAhead || a.e.files != nil || a.seq.runTo(coords) < inOrderRun || !r.walking.CompareAndSwap(false, true) {
 		return
 	}
 	coords = slices.Clone(coords)
@@ -59,23 +59,6 @@ func (a *Array) ReadAheadFrom(coords []int) {
 		defer r.walking.Store(false)
 		a.walkAhead(coords)
 	})
-}
-
-// inKeyOrder counts the read of the chunk at coords, which follows the
-// one before it in key order, and reports whether it makes a run of
-// inOrderRun chunks read in key order.
-func (a *Array) inKeyOrder(coords []int) bool {
-	i := nd.Linear(coords, a.grid)
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	switch {
-	case i == a.lastInOrder+1 && a.inOrder > 0:
-		a.inOrder++
-	case i != a.lastInOrder || a.inOrder == 0:
-		a.inOrder = 2 // the chunk before it, and it
-	}
-	a.lastInOrder = i
-	return a.inOrder >= inOrderRun
 }
 
 // walkAhead loads (or, past the revalidation interval, checks) the index

@@ -224,12 +224,9 @@ type Array struct {
 	// were sent for (loadIndexes).
 	indexesLoaded atomic.Bool
 	// fetched is the key-order position of the first chunk that no walk
-	// of walkAhead has found cached or fetching; inOrder is how many
-	// chunks in a row, up to the one at key-order position lastInOrder,
-	// readers read in key order (see ReadAheadFrom).
-	mu                   sync.Mutex
-	fetched              int
-	inOrder, lastInOrder int
+	// of walkAhead has found cached or fetching.
+	mu      sync.Mutex
+	fetched int
 	// misses counts, by shard key, the reads waiting on its chunks'
 	// fetches (see waiting).
 	misses map[string]int

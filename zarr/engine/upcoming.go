@@ -21,6 +21,7 @@ type sequence struct {
 	mu   sync.Mutex
 	last []int
 	read bool // last's bytes were asked for, not only its attributes
+	run  int  // chunks in a row, ending at last, asked for in key order
 }
 
 // NoteRead records that a reader read the chunk at (inner grid) coords,
@@ -40,6 +41,12 @@ func (s *sequence) asked(grid, coords []int, read bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sequential := s.follows(grid, coords) && (read || s.read)
+	switch {
+	case sequential:
+		s.run++
+	case !slices.Equal(s.last, coords):
+		s.run = 1
+	}
 	if !slices.Equal(s.last, coords) {
 		s.last = slices.Clone(coords)
 		s.read = read
@@ -47,6 +54,17 @@ func (s *sequence) asked(grid, coords []int, read bool) bool {
 		s.read = s.read || read
 	}
 	return sequential
+}
+
+// runTo returns how many chunks in a row, ending at coords, readers asked
+// for in key order; 0 when coords is not the last chunk asked for.
+func (s *sequence) runTo(coords []int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !slices.Equal(s.last, coords) {
+		return 0
+	}
+	return s.run
 }
 
 // follows reports whether coords come right after the last chunk asked
