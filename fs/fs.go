@@ -53,6 +53,11 @@ type Options struct {
 	// OnRequest, if set, is told the opcode of every request (LOOKUP,
 	// READ, ...) and how long the file system took to answer it.
 	OnRequest func(op string, d time.Duration)
+	// OnBuffersResident, if set, is told how much memory outside the Go
+	// heap the transport's request buffers hold, now and whenever that
+	// grows (up to TransportBufferBytes); over /dev/fuse, whose buffers
+	// are in the heap, it is never called.
+	OnBuffersResident func(bytes int64)
 }
 
 // The transports of FUSE requests.
@@ -164,6 +169,9 @@ func Mount(dir string, ks *keyspace.FS, opts Options) (*Server, error) {
 		server.Server, err = mountDevFuse(dir, raw, &nodeOpts.MountOptions)
 	case TransportIOURing:
 		server.Server, server.uring, err = fuseuring.Mount(dir, raw, mountOpts)
+		if err == nil && opts.OnBuffersResident != nil {
+			server.uring.OnResident(opts.OnBuffersResident)
+		}
 		b.st.uring.Store(server.uring)
 	default:
 		err = fmt.Errorf("unknown FUSE transport %q", opts.Transport)

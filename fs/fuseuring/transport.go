@@ -171,6 +171,44 @@ type Transport struct {
 	requests      atomic.Uint64
 	peakInFlight  atomic.Int32
 	queueFull     atomic.Uint64
+	// resident is how much of the entries' memory holds pages: an entry's
+	// pages are first touched when a request or reply fills them, and few
+	// entries ever serve a large one (a reader's READs, about the most
+	// requests under way at once). onResident is told when it grows.
+	residentMu sync.Mutex
+	resident   int64
+	onResident func(bytes int64)
+}
+
+// residentStep is the granularity at which an entry's resident memory is
+// counted: a reply of a few bytes more tells no one.
+const residentStep = 64 << 10
+
+// OnResident has f told how many bytes of memory outside the Go heap the
+// queues' entries hold, now and whenever that grows (from the threads
+// serving requests, one call at a time), up to BufferBytes.
+func (t *Transport) OnResident(f func(bytes int64)) {
+	t.residentMu.Lock()
+	defer t.residentMu.Unlock()
+	t.onResident = f
+	f(t.resident)
+}
+
+// Resident returns how many bytes of the entries' memory hold pages.
+func (t *Transport) Resident() int64 {
+	t.residentMu.Lock()
+	defer t.residentMu.Unlock()
+	return t.resident
+}
+
+// noteResident counts grown more bytes of an entry's memory as resident.
+func (t *Transport) noteResident(grown int) {
+	t.residentMu.Lock()
+	defer t.residentMu.Unlock()
+	t.resident += int64(grown)
+	if t.onResident != nil {
+		t.onResident(t.resident)
+	}
 }
 
 // Requests returns how many requests the queues have served.
@@ -395,6 +433,9 @@ type entry struct {
 	header  []byte
 	payload []byte
 	lastCmd uint32 // what to submit again when the kernel says EAGAIN
+	// resident is how much of mem from its start requests and replies
+	// have filled, in residentSteps (see Transport.resident).
+	resident int
 }
 
 // An entry's memory: the header at 0, the two iovecs that describe the
@@ -440,6 +481,7 @@ func (e *entry) setUp(payloadSize int) error {
 		return fmt.Errorf("allocating io_uring entries: %w", err)
 	}
 	e.header, e.payload = e.mem[:headerSize], e.mem[entryPayloadOffset:]
+	e.touched(0)
 	iov := unsafe.Slice((*unix.Iovec)(unsafe.Pointer(&e.mem[entryIovecOffset])), 2)
 	iov[0].Base, iov[0].Len = &e.header[0], headerSize
 	iov[1].Base, iov[1].Len = &e.payload[0], uint64(len(e.payload))
@@ -545,6 +587,17 @@ func (e *entry) handle() {
 		replyError(e, unique, syscall.ENOSYS)
 	default:
 		binary.NativeEndian.PutUint32(h[headerPayloadSz:], uint32(n-outHeaderSize))
+	}
+	e.touched(max(payloadLen, n-outHeaderSize))
+}
+
+// touched counts the first n bytes of the payload, and the header before
+// it, as holding pages.
+func (e *entry) touched(n int) {
+	used := min(entryPayloadOffset+(n+residentStep-1)/residentStep*residentStep, len(e.mem))
+	if used > e.resident {
+		e.q.t.noteResident(used - e.resident)
+		e.resident = used
 	}
 }
 
