@@ -34,6 +34,14 @@ func fuseRequests(t testing.TB, addr string) map[string]int {
 	return n
 }
 
+// metricCount is how many FUSE requests of opcode op the mount serving
+// metrics at addr has answered.
+func metricCount(t testing.TB, addr, op string) int {
+	t.Helper()
+	v, _ := metricValue(scrape(t, addr), "zarrfs_fuse_request_duration_seconds", "op", op)
+	return int(v)
+}
+
 // readAllFiles reads every file of paths whole.
 func readAllFiles(t testing.TB, paths []string) {
 	t.Helper()
@@ -76,12 +84,17 @@ func TestWarmReadsKeepPages(t *testing.T) {
 			}
 			readAllFiles(t, files)
 			readAllFiles(t, files)
-			// A pass now and then sends a READ or LOOKUP of one file
-			// (seen over io_uring, before and after stop 38, cause not
-			// found), so the warm pass has three tries; a mount that asks
-			// for every file asks at every try.
+			// The kernel forgets the files' inodes, and their pages with
+			// them, when any process writes /proc/sys/vm/drop_caches (the
+			// mount benchmark does, before each cold read) or its shrinkers
+			// prune dentries and inodes: nothing a mount can keep. A warm
+			// pass after such a FORGET, or one that asked for a single
+			// file (a pruned dentry sends a LOOKUP and no FORGET while the
+			// inode stays cached), is tried again, at most 3 tries; any
+			// other pass that asks for the files fails at once.
 			var problems []string
-			for range 3 {
+			for try := 1; ; try++ {
+				forgets := metricCount(t, addr, "FORGET")
 				time.Sleep(c.sleep)
 				before := fuseRequests(t, addr)
 				readAllFiles(t, files)
@@ -100,10 +113,13 @@ func TestWarmReadsKeepPages(t *testing.T) {
 				if asked > 2 {
 					problems = append(problems, fmt.Sprintf("a warm pass over %d chunk files sent %d LOOKUP and GETATTR requests, want at most 2 (of the directory): the kernel asks for the files", len(files), asked))
 				}
-				if len(problems) == 0 {
+				forgot := metricCount(t, addr, "FORGET") - forgets
+				oneFile := asked <= 2+2 && after["READ"]-before["READ"] <= 1
+				if len(problems) == 0 || forgot == 0 && !oneFile || try == 3 {
 					break
 				}
-				t.Logf("try: %v", problems)
+				t.Logf("the kernel forgot %d inodes before or during this pass (drop_caches by another process?), trying again: %v", forgot, problems)
+				readAllFiles(t, files) // warm again
 			}
 			for _, p := range problems {
 				t.Error(p)
