@@ -212,9 +212,10 @@ func BenchmarkSerialReads(b *testing.B) {
 }
 
 // reportSwitches reports, when the returned function is called, the
-// context switches of the process's threads an op since reportSwitches
-// was: the wakeups a transport costs, which a loaded machine times badly
-// but counts as well as an idle one.
+// context switches of the process's threads and the CPU time they took
+// (the reader's, the transport's and the file system's), an op, since
+// reportSwitches was: the wakeups and work a transport costs, which a
+// loaded machine times badly but counts as well as an idle one.
 func reportSwitches(b *testing.B) func() {
 	var before unix.Rusage
 	unix.Getrusage(unix.RUSAGE_SELF, &before)
@@ -223,6 +224,8 @@ func reportSwitches(b *testing.B) func() {
 		unix.Getrusage(unix.RUSAGE_SELF, &after)
 		switches := after.Nvcsw + after.Nivcsw - before.Nvcsw - before.Nivcsw
 		b.ReportMetric(float64(switches)/float64(b.N), "switches/op")
+		cpu := time.Duration(after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano())
+		b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-us/op")
 	}
 }
 
