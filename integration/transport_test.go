@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -181,16 +180,7 @@ func TestIOURingMemoryLimitFollowsBuffers(t *testing.T) {
 	if atMount < full-buffers/2 {
 		t.Errorf("memory limit at mount %.1f MiB, want above %.1f MiB: the %.1f MiB of io_uring buffers are taken before any request filled them", atMount/(1<<20), (full-buffers/2)/(1<<20), buffers/(1<<20))
 	}
-	ents, err := os.ReadDir(filepath.Join(m.Dir, "raw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var files []string
-	for _, e := range ents {
-		if !strings.HasPrefix(e.Name(), ".") {
-			files = append(files, filepath.Join(m.Dir, "raw", e.Name()))
-		}
-	}
+	files := rawChunkFiles(t, m.Dir)
 	// Readers on every CPU at once, so that several entries of each queue
 	// serve READs of 64 KiB chunks.
 	var readers sync.WaitGroup

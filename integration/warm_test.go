@@ -69,16 +69,7 @@ func TestWarmReadsKeepPages(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			addr := freeAddr(t)
 			m := mount(t, dir, "--ro", "--view", "v2", "--revalidate", "1s", "--metrics-listen", addr)
-			ents, err := os.ReadDir(filepath.Join(m.Dir, "raw"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var files []string
-			for _, e := range ents {
-				if !strings.HasPrefix(e.Name(), ".") {
-					files = append(files, filepath.Join(m.Dir, "raw", e.Name()))
-				}
-			}
+			files := rawChunkFiles(t, m.Dir)
 			if len(files) < 100 { // some are empty (zarrtest.Pattern)
 				t.Fatalf("%d chunk files, want 100 at least", len(files))
 			}
@@ -126,6 +117,24 @@ func TestWarmReadsKeepPages(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rawChunkFiles returns the paths of the chunk files of writeRawArray's
+// array in the v2 view mounted at mnt (v2 only: its .zarray and .zattrs
+// left out).
+func rawChunkFiles(t testing.TB, mnt string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(mnt, "raw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), ".") {
+			files = append(files, filepath.Join(mnt, "raw", e.Name()))
+		}
+	}
+	return files
 }
 
 // writeRawArray writes the array raw, of 128 inner chunks of 64 KiB raw
