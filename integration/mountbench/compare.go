@@ -109,7 +109,7 @@ type cell struct {
 	fetched int64          // of the last run
 	rss     int64          // the largest VmHWM of the mount process
 	uring   string         // the io_uring counters of the mount's stats after the last run
-	fuse    map[string]int // FUSE requests of the last run by opcode (-count-fuse)
+	daemon  *daemonCounts  // of the last run (-count-fuse)
 }
 
 // compare is issue 30's table: every reader of the issue's rows through
@@ -233,7 +233,7 @@ func (b *bench) compare() error {
 			// requests and bytes that reached the store and the mount's RSS.
 			var pid int
 			measure := func(r int, warm bool, read func() (time.Duration, error)) error {
-				var fuseBefore map[string]int
+				var before daemonCounts
 				if !warm {
 					if err := c.stop(); err != nil {
 						return err
@@ -249,7 +249,7 @@ func (b *bench) compare() error {
 					s3Count.take()
 				}
 				if c.metrics != "" {
-					if fuseBefore, err = fuseRequests(c.metrics); err != nil {
+					if before, err = scrapeDaemon(c.metrics); err != nil {
 						return err
 					}
 				}
@@ -270,14 +270,12 @@ func (b *bench) compare() error {
 					x.uring = uringStats(c.mnt)
 				}
 				if c.metrics != "" {
-					after, err := fuseRequests(c.metrics)
+					after, err := scrapeDaemon(c.metrics)
 					if err != nil {
 						return err
 					}
-					for op, n := range fuseBefore {
-						after[op] -= n
-					}
-					x.fuse = after
+					after.minus(before)
+					x.daemon = &after
 				}
 				return nil
 			}
@@ -534,8 +532,8 @@ func (b *bench) compareTable(cs []contender, cells [compareRows][]*cell, direct,
 				runs[k] = d.Round(time.Millisecond).String()
 			}
 			var fuse string
-			if x.fuse != nil {
-				fuse = fmt.Sprintf("; FUSE requests %d %v", total(x.fuse), x.fuse)
+			if d := x.daemon; d != nil {
+				fuse = fmt.Sprintf("; FUSE requests %d %v; %d GCs, %.2fs daemon CPU", total(d.fuse), d.fuse, d.gcs, d.cpu)
 			}
 			b.add(row{name: fmt.Sprintf("%s, %s: median %s (runs %s); last run %d requests %v, fetched %s; VmHWM %s%s%s",
 				compareRowNames[r], c.name, x.times.median().Round(time.Millisecond), strings.Join(runs, " "), total(x.reqs), x.reqs,
@@ -577,31 +575,56 @@ func freeAddr() string {
 	return ln.Addr().String()
 }
 
-// fuseRequests returns the FUSE requests a zarrfs mount has answered, by
-// opcode, from its metrics at addr.
-func fuseRequests(addr string) (map[string]int, error) {
+// daemonCounts are counters of a zarrfs mount's process: the FUSE
+// requests it answered by opcode, its garbage collections and its CPU
+// time in seconds. Not its wall time, these hold on a loaded machine.
+type daemonCounts struct {
+	fuse map[string]int
+	gcs  int
+	cpu  float64
+}
+
+// minus leaves in d what it counted since earlier.
+func (d *daemonCounts) minus(earlier daemonCounts) {
+	for op, n := range earlier.fuse {
+		d.fuse[op] -= n
+	}
+	d.gcs -= earlier.gcs
+	d.cpu -= earlier.cpu
+}
+
+// scrapeDaemon returns the counters of a zarrfs mount from its metrics at
+// addr.
+func scrapeDaemon(addr string) (daemonCounts, error) {
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
-		return nil, err
+		return daemonCounts{}, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, err
+		return daemonCounts{}, err
 	}
 	const prefix = `zarrfs_fuse_request_duration_seconds_count{op="`
-	counts := map[string]int{}
+	d := daemonCounts{fuse: map[string]int{}}
 	for line := range strings.Lines(string(body)) {
+		var v float64
+		if n, ok := strings.CutPrefix(line, "go_gc_duration_seconds_count "); ok {
+			fmt.Sscan(n, &v)
+			d.gcs = int(v)
+		}
+		if n, ok := strings.CutPrefix(line, "process_cpu_seconds_total "); ok {
+			fmt.Sscan(n, &d.cpu)
+		}
 		rest, ok := strings.CutPrefix(line, prefix)
 		if !ok {
 			continue
 		}
 		op, n, _ := strings.Cut(rest, `"} `)
-		var v float64
 		fmt.Sscan(n, &v)
-		counts[op] = int(v)
+		d.fuse[op] = int(v)
 	}
-	return counts, nil
+	return d, nil
 }
 
 // writeCompareStore writes the store of the compare array into dir, unless

@@ -65,7 +65,7 @@
 //	-only LIST      comma-separated workloads: rtt,read,cold,unseen,python,meta,random,rss,write,writes,remote,compare (default: all)
 //	-rows LIST      compare: comma-separated rows: python,zarrita,uv16,cat,random,warm-zarrita,warm-python (default: all; a warm row runs its cold one first)
 //	-contenders L   compare: comma-separated mounts: dev,io_uring,rclone,s3fs (default: all)
-//	-count-fuse     compare: count the FUSE requests of the zarrfs mounts by opcode (through --metrics-listen)
+//	-count-fuse     compare: count the FUSE requests of the zarrfs mounts by opcode, their garbage collections and CPU time (through --metrics-listen)
 //	-mount-args S   extra `zarrfs mount` flags, space-separated, for every mount of zarrfs (read mounts always have --ro)
 //	-python PATH    Python with zarr-python 2 (default /usr/bin/python3, Debian's python3-zarr)
 //	-seed N         seed of the never-seen store (workload unseen), to draw the same one again
@@ -151,7 +151,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.out, "out", "", "also write the table to this file, and its chart as a PNG beside it (the file with .png for its extension)")
 	fs.StringVar(&rows, "rows", "", "compare: comma-separated rows ("+strings.Join(compareRowKeys[:], ",")+"; default: all)")
 	fs.StringVar(&mounts, "contenders", "", "compare: comma-separated mounts ("+strings.Join(compareMounts, ",")+"; default: all)")
-	fs.BoolVar(&cfg.countFUSE, "count-fuse", false, "compare: count the FUSE requests of the zarrfs mounts by opcode (through --metrics-listen)")
+	fs.BoolVar(&cfg.countFUSE, "count-fuse", false, "compare: count the FUSE requests of the zarrfs mounts by opcode, their garbage collections and CPU time (through --metrics-listen)")
 	fs.Uint64Var(&cfg.seed, "seed", 0, "seed of the never-seen store of workload unseen, to draw one again (default: from the time)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
