@@ -194,13 +194,6 @@ func (t *Transport) OnResident(f func(bytes int64)) {
 	f(t.resident)
 }
 
-// Resident returns how many bytes of the entries' memory hold pages.
-func (t *Transport) Resident() int64 {
-	t.residentMu.Lock()
-	defer t.residentMu.Unlock()
-	return t.resident
-}
-
 // noteResident counts grown more bytes of an entry's memory as resident.
 func (t *Transport) noteResident(grown int) {
 	t.residentMu.Lock()
