@@ -420,6 +420,13 @@ func (a *Array) loadIndexes(ahead context.Context) bool {
 	return true
 }
 
+// readDensely reports whether the shard at key was lately found read
+// densely (fetchFollowing).
+func (a *Array) readDensely(key string) bool {
+	p, ok := a.shardPosition(key)
+	return ok && a.dense.has(p)
+}
+
 // fetchFollowing is told that the shard at loc is read densely. When a
 // shard next to it (as loadFollowing sees it) was too, the array is read
 // densely in that order (as concurrent readers of all its chunks read it):

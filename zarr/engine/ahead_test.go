@@ -202,3 +202,58 @@ func TestSpeculationAcrossRewrite(t *testing.T) {
 		}
 	}
 }
+
+// slowRange is a rangeLog whose range reads take a round trip.
+type slowRange struct {
+	rangeLog
+	trip time.Duration
+}
+
+func (s *slowRange) ReadAt(ctx context.Context, key string, gen store.Generation, p []byte, off int64) error {
+	time.Sleep(s.trip)
+	return s.rangeLog.ReadAt(ctx, key, gen, p, off)
+}
+
+// TestConcurrentReadersFetchSpans: 16 readers reading every chunk of an
+// array at once, in an order that visits every shard in turn and each
+// shard's chunks out of stored order (node's thread pool reading a 3-d
+// array), make each shard dense within a few reads. The reads that miss
+// then wait for room among the fetches under way and fetch spans, rather
+// than their chunk alone: the array takes a few requests per shard, each
+// byte fetched once.
+func TestConcurrentReadersFetchSpans(t *testing.T) {
+	const n, per = 4, 64
+	dir := t.TempDir()
+	writeArrayOf(t, dir, raw, n, per, 0, nil)
+	s := &slowRange{rangeLog: rangeLog{rangeOnly: rangeOnly{openDir(t, dir)}}, trip: 5 * time.Millisecond}
+	// 4 MiB of fetches at once, a shard's worth.
+	e, a := open(t, s, engine.Options{Revalidate: time.Hour, ReadAhead: true, CacheBytes: 32 << 20})
+	var order []int
+	for _, k := range rand.New(rand.NewPCG(30, 2)).Perm(per) {
+		for shard := range n {
+			order = append(order, shard*per+k)
+		}
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(order) {
+					return
+				}
+				if _, b, err := read(t, a, order[i], false); err != nil || !isChunk(b, order[i], 0) {
+					t.Errorf("chunk %d: %v", order[i], err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	engine.WaitAhead(e)
+	st := e.Stats()
+	t.Logf("16 readers read %d chunks of %d shards: %d range reads, %d bytes fetched", len(order), n, st.RangeReads, st.FetchedBytes)
+	if st.RangeReads > 20*n || st.FetchedBytes != uint64(len(order)*chunkBytes) {
+		t.Errorf("%d chunks of %d shards read at once by 16 readers: %d range reads, %d bytes fetched; want at most %d and each byte once", len(order), n, st.RangeReads, st.FetchedBytes, 20*n)
+	}
+}

@@ -56,11 +56,17 @@ func writeArray(t *testing.T, dir string, version int, skip func(i int) bool) {
 // it at version 0.
 func writeArrayWith(t *testing.T, dir string, inner []meta.Codec, version int, skip func(i int) bool) {
 	t.Helper()
+	writeArrayOf(t, dir, inner, shards, perShard, version, skip)
+}
+
+// writeArrayOf writes array "a" of shards shards of per inner chunks each.
+func writeArrayOf(t *testing.T, dir string, inner []meta.Codec, shards, per, version int, skip func(i int) bool) {
+	t.Helper()
 	ctx := context.Background()
 	s := zarrtest.OpenStore(t, dir)
 	defer s.Close()
 	m := &meta.ArrayV3{
-		Shape: []int{chunks * chunkBytes}, DataType: dtype.TypeUint8, ChunkShape: []int{perShard * chunkBytes},
+		Shape: []int{shards * per * chunkBytes}, DataType: dtype.TypeUint8, ChunkShape: []int{per * chunkBytes},
 		KeyEncoding: meta.KeyEncoding{Name: meta.KeyEncodingDefault, Separator: "/"}, FillValue: []byte{0},
 		Codecs: zarr.ShardedCodecs([]int{chunkBytes}, inner),
 	}
