@@ -420,11 +420,11 @@ func (a *Array) loadIndexes(ahead context.Context) bool {
 	return true
 }
 
-// readDensely reports whether the shard at key was lately found read
-// densely (fetchFollowing).
+// readDensely reports whether the shard at key is being fetched ahead of
+// its readers (fetchShard): read densely now, not only once.
 func (a *Array) readDensely(key string) bool {
-	p, ok := a.shardPosition(key)
-	return ok && a.dense.has(p)
+	_, ok := a.e.ahead.shards.Load(key)
+	return ok
 }
 
 // fetchFollowing is told that the shard at loc is read densely. When a

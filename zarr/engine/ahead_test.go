@@ -256,4 +256,21 @@ func TestConcurrentReadersFetchSpans(t *testing.T) {
 	if st.RangeReads > 20*n || st.FetchedBytes != uint64(len(order)*chunkBytes) {
 		t.Errorf("%d chunks of %d shards read at once by 16 readers: %d range reads, %d bytes fetched; want at most %d and each byte once", len(order), n, st.RangeReads, st.FetchedBytes, 20*n)
 	}
+
+	// Read densely once, read at random now: a miss fetches its chunk
+	// and the few after it that the array's last reads ask for (a
+	// quarter of them were of its shard), not the rest of the shard.
+	writeArrayOf(t, dir, raw, n, per, 1, nil)
+	before := s.count()
+	if _, b, err := read(t, a, 5, true); err != nil || !isChunk(b, 5, 1) {
+		t.Fatalf("chunk 5 of the shard replaced: %v", err)
+	}
+	engine.WaitAhead(e)
+	var bytes int
+	for _, r := range s.since(before) {
+		bytes += r.bytes
+	}
+	if bytes > per/4*chunkBytes {
+		t.Errorf("one read of a chunk of a shard read densely before fetched %d bytes (%v), want at most %d chunks", bytes, s.since(before), per/4)
+	}
 }

@@ -22,11 +22,12 @@ import (
 // read up to coalesceMax, and becomes dense (so does one whose chunks
 // several readers wait for at once): its remaining chunks are fetched
 // ahead of the readers (fetchShard), and the next shards too when the one
-// next to it is dense (fetchFollowing). A miss in a dense shard fetches
-// as far as coalesceMax, once the fetches under way leave room for a span
-// that long: many readers missing at once in shards read densely (node's
-// 16 threads reading a 3-d array) otherwise each fetch their chunk alone,
-// ten requests where one would do. A miss of a chunk fetched alone
+// next to it is dense (fetchFollowing). A miss in a shard being fetched
+// ahead so fetches as far as coalesceMax, once the fetches under way
+// leave room for a span that long: many readers missing at once in shards
+// read densely (node's 16 threads reading a 3-d array) otherwise each
+// fetch their chunk alone, ten requests where one would do. A shard read
+// densely once and at random later is not: its fetch ahead has ended. A miss of a chunk fetched alone
 // has the chunks after it fetched too, concurrently (speculate). A span
 // never crosses a gap over coalesceGap and stops at a chunk cached or
 // being fetched, so concurrent readers do not fetch bytes twice. A span
