@@ -267,27 +267,30 @@ func (sp *span) byteRange() storedRange {
 func (a *Array) claim(loc Location, want int) *span {
 	e := a.e
 	sp := &span{done: make(chan struct{})}
-	room := e.inflight.room()
-	for _, r := range a.following(loc, want) {
-		if len(sp.chunks) > 0 && r.off+r.n-sp.chunks[0].off > room {
-			break
+	e.inflight.reserve(func(room int64) int64 {
+		for _, r := range a.following(loc, want) {
+			if len(sp.chunks) > 0 && r.off+r.n-sp.chunks[0].off > room {
+				break
+			}
+			k := a.e.chunkRangeKey(Location{Key: loc.Key, Gen: loc.Gen, Off: r.off})
+			if _, held := e.fetching.LoadOrStore(k, sp); held {
+				break
+			}
+			// Checked once claimed: a fetch that held it has cached it.
+			if e.cache.Contains(k) {
+				e.fetching.Delete(k)
+				break
+			}
+			sp.chunks = append(sp.chunks, r)
 		}
-		k := a.e.chunkRangeKey(Location{Key: loc.Key, Gen: loc.Gen, Off: r.off})
-		if _, held := e.fetching.LoadOrStore(k, sp); held {
-			break
+		if len(sp.chunks) > 0 {
+			sp.bytes = sp.byteRange().n
 		}
-		// Checked once claimed: a fetch that held it has cached it.
-		if e.cache.Contains(k) {
-			e.fetching.Delete(k)
-			break
-		}
-		sp.chunks = append(sp.chunks, r)
-	}
+		return sp.bytes
+	})
 	if len(sp.chunks) == 0 {
 		return nil
 	}
-	sp.bytes = sp.byteRange().n
-	e.inflight.add(sp.bytes)
 	return sp
 }
 
@@ -366,6 +369,15 @@ const maxInflight = 16 << 20
 
 func newInflight(cacheBytes int64) *inflight {
 	return &inflight{max: min(maxInflight, max(cacheBytes/8, aheadRoom)), freed: make(chan struct{})}
+}
+
+// reserve counts as taken the bytes claim returns, given the bytes left,
+// under one lock: readers woken together by freed room (see readRange)
+// would otherwise each see all of it, and take it many times over.
+func (f *inflight) reserve(claim func(room int64) int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.bytes += claim(f.max - f.bytes)
 }
 
 // room is how many bytes a span may take now.
