@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,27 +12,73 @@ import (
 )
 
 // fetchRange reads span of the shard at loc's generation, the chunks of
-// run: through the engine's stack of block caches when it has one (memory,
-// the disk cache, the cluster, whose owner of a block reads it from the
-// store once for every mount), else just the span from the store. fresh
-// reports that the bytes are in a buffer of their own, which nothing else
-// holds.
-func (a *Array) fetchRange(ctx context.Context, loc Location, span storedRange, run []storedRange) (buf []byte, fresh bool, err error) {
+// run, and returns each chunk's bytes in a buffer of its own: a slice of
+// a shared one would keep the whole span (or a block of the block cache)
+// in memory for as long as any of its chunks is cached. Through the
+// engine's stack of block caches when it has one (memory, the disk cache,
+// the cluster, whose owner of a block reads it from the store once for
+// every mount), the chunks are copied out of the blocks; else the span is
+// read from the store straight into them (scatter), with no copy.
+func (a *Array) fetchRange(ctx context.Context, loc Location, span storedRange, run []storedRange) ([][]byte, error) {
 	e := a.e
 	if len(run) > 1 {
 		e.counts.coalesced.Add(uint64(len(run) - 1))
 	}
-	if stack := e.blocks.Load(); stack == nil {
-		buf, fresh = make([]byte, span.n), true
-		err = e.origin.Store.ReadAt(ctx, loc.Key, loc.Gen, buf, span.off)
-	} else {
+	var buf []byte
+	var err error
+	if stack := e.blocks.Load(); stack != nil {
 		o := blocks.Object{Store: e.id, Key: loc.Key, Gen: loc.Gen, Size: loc.Size}
 		buf, err = blocks.Read(ctx, stack, o, span.off, span.n, a.blockChecks(o, span, run))
+	} else if chunks, bufs := scatter(span, run); chunks != nil {
+		return chunks, stale(store.ReadScatter(ctx, e.origin.Store, loc.Key, loc.Gen, bufs, span.off))
+	} else {
+		buf = make([]byte, span.n)
+		err = e.origin.Store.ReadAt(ctx, loc.Key, loc.Gen, buf, span.off)
 	}
+	if err != nil {
+		return nil, stale(err)
+	}
+	chunks := make([][]byte, len(run))
+	for i, c := range run {
+		chunks[i] = bytes.Clone(buf[c.off-span.off : c.off-span.off+c.n])
+	}
+	return chunks, nil
+}
+
+// scatter returns the buffers one read of span fills, one after another
+// (bufs): one of its own for each chunk of run (chunks), and scratch for
+// the gaps between them (at most coalesceGap, see following), whose bytes
+// are dropped. Nil when chunks of run share stored bytes (an index may
+// point several chunks at one copy of equal bytes): one read cannot fill
+// each of them.
+func scatter(span storedRange, run []storedRange) (chunks, bufs [][]byte) {
+	at, gap := span.off, int64(0)
+	for _, c := range run {
+		if c.off < at {
+			return nil, nil
+		}
+		gap, at = max(gap, c.off-at), c.off+c.n
+	}
+	scratch := make([]byte, gap)
+	chunks = make([][]byte, len(run))
+	at = span.off
+	for i, c := range run {
+		if c.off > at {
+			bufs = append(bufs, scratch[:c.off-at])
+		}
+		chunks[i] = make([]byte, c.n)
+		bufs = append(bufs, chunks[i])
+		at = c.off + c.n
+	}
+	return chunks, bufs
+}
+
+// stale is err, or ErrStale for a read refused as the shard changed.
+func stale(err error) error {
 	if errors.Is(err, store.ErrPrecondition) {
-		return nil, false, ErrStale
+		return ErrStale
 	}
-	return buf, fresh, err
+	return err
 }
 
 // stackBlocks composes the engine's block caches, each wrapping the next:
@@ -58,6 +105,12 @@ func (c countedReads) ReadAt(ctx context.Context, key string, gen store.Generati
 	c.e.counts.rangeReads.Add(1)
 	c.e.counts.fetchedBytes.Add(uint64(len(p)))
 	return c.e.store.ReadAt(ctx, key, gen, p, off)
+}
+
+func (c countedReads) ReadScatter(ctx context.Context, key string, gen store.Generation, bufs [][]byte, off int64) error {
+	c.e.counts.rangeReads.Add(1)
+	c.e.counts.fetchedBytes.Add(uint64(store.TotalLen(bufs)))
+	return store.ReadScatter(ctx, c.e.store, key, gen, bufs, off)
 }
 
 // blockChecks check the blocks of span, the chunks of run: each chunk's

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"math"
@@ -422,7 +421,7 @@ func (a *Array) fetchSpan(ctx context.Context, loc Location, sp *span) ([]byte, 
 	defer a.release(loc, sp)
 	r := sp.byteRange()
 	started := time.Now()
-	buf, fresh, err := a.fetchRange(ctx, loc, r, sp.chunks)
+	chunks, err := a.fetchRange(ctx, loc, r, sp.chunks)
 	if err != nil {
 		return nil, err
 	}
@@ -432,14 +431,8 @@ func (a *Array) fetchSpan(ctx context.Context, loc Location, sp *span) ([]byte, 
 		a.confirmed(loc, started)
 	}
 	var own []byte
-	for _, c := range sp.chunks {
-		b := buf[c.off-r.off : c.off-r.off+c.n]
-		if len(sp.chunks) > 1 || !fresh {
-			// Cached in a buffer of its own: a slice would keep the whole
-			// span (or a block of the block cache) in memory for as long
-			// as any chunk of it is cached.
-			b = bytes.Clone(b)
-		}
+	for i, c := range sp.chunks {
+		b := chunks[i]
 		e.cache.Add(e.chunkRangeKey(Location{Key: loc.Key, Gen: loc.Gen, Off: c.off}), b, int64(len(b)))
 		if c.off == loc.Off {
 			own = b

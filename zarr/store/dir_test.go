@@ -255,14 +255,14 @@ func TestDirWholeValueBound(t *testing.T) {
 
 func TestSpanReadBody(t *testing.T) {
 	span := store.Span{Length: -1, Max: 8}
-	if _, err := span.ReadBody(strings.NewReader("0123456789"), 10); !errors.Is(err, store.ErrTooLarge) {
+	if _, _, err := span.ReadBody(strings.NewReader("0123456789"), 10); !errors.Is(err, store.ErrTooLarge) {
 		t.Errorf("declared 10 bytes, at most 8: %v", err)
 	}
-	if _, err := span.ReadBody(strings.NewReader("0123456789"), -1); !errors.Is(err, store.ErrTooLarge) {
+	if _, _, err := span.ReadBody(strings.NewReader("0123456789"), -1); !errors.Is(err, store.ErrTooLarge) {
 		t.Errorf("undeclared 10 bytes, at most 8: %v", err)
 	}
-	if b, err := span.ReadBody(strings.NewReader("01234567"), -1); err != nil || string(b) != "01234567" {
-		t.Errorf("8 bytes, at most 8: %q, %v", b, err)
+	if parts, n, err := span.ReadBody(strings.NewReader("01234567"), -1); err != nil || n != 8 || len(parts) != 1 || string(parts[0]) != "01234567" {
+		t.Errorf("8 bytes, at most 8: %q, %d, %v", parts, n, err)
 	}
 }
 

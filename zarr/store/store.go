@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"slices"
 	"strings"
 	"time"
 )
@@ -81,10 +82,13 @@ type Span struct {
 	Suffix int64
 	// Max > 0 refuses, with ErrTooLarge, a selection longer than Max.
 	Max int64
-	// Buf, when set, receives an answer of exactly len(Buf) bytes (a
-	// range answered as asked), which Get then returns: a reader with a
-	// buffer of its own (ReadAtByGet) needs no other buffer and no copy.
-	Buf []byte
+	// Bufs, when set, receive one after another an answer of exactly
+	// their total length (a range of that length answered as asked), and
+	// Get then returns Bufs[0]: a reader with buffers of its own
+	// (ReadScatterByGet) needs no other buffer and no copy, and one range
+	// read into a buffer per chunk leaves no chunk sharing the memory of
+	// another.
+	Bufs [][]byte
 }
 
 // All selects a whole value of at most MaxValueSize bytes.
@@ -119,43 +123,56 @@ func (s Span) Resolve(size int64) (offset, length int64, err error) {
 // ReadBody reads a response body that holds the span's selection, of
 // declared length when that is >= 0, refusing more than s.Max bytes (or
 // MaxValueSize: a server may answer a range with the whole value) before
-// reading them. A body of declared length is read into one buffer of that
-// length: growing one as it comes (io.ReadAll) allocates about twice the
-// body, which for the spans of a whole-array read is tens of MiB at once.
-// A body longer or shorter than declared is returned as it came, for the
-// caller to refuse.
-func (s Span) ReadBody(body io.Reader, declared int64) ([]byte, error) {
+// reading them. It returns the body's bytes, n of them, in parts one
+// after another: Bufs when declared is their total, else one buffer of
+// declared length (growing one as the body comes, as io.ReadAll does,
+// allocates about twice the body, tens of MiB at once for the spans of a
+// whole-array read). A body longer or shorter than declared gives an n
+// other than declared (one more when longer), for the caller to refuse.
+func (s Span) ReadBody(body io.Reader, declared int64) (parts [][]byte, n int64, err error) {
 	if s.Max <= 0 {
 		s.Max = MaxValueSize
 	}
 	if err := s.CheckLength(declared); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	if declared >= 0 {
-		b := s.Buf
-		if int64(len(b)) != declared {
-			b = make([]byte, declared)
+	if declared < 0 {
+		b, err := io.ReadAll(io.LimitReader(body, s.Max+1))
+		if err != nil {
+			return nil, 0, err
 		}
-		n, err := io.ReadFull(body, b)
+		return [][]byte{b}, int64(len(b)), s.CheckLength(int64(len(b)))
+	}
+	parts = s.Bufs
+	if len(parts) == 0 || TotalLen(parts) != declared {
+		parts = [][]byte{make([]byte, declared)}
+	}
+	for _, p := range parts {
+		k, err := io.ReadFull(body, p)
+		n += int64(k)
 		switch {
 		case err == io.ErrUnexpectedEOF || err == io.EOF:
-			return b[:n], nil
+			return parts, n, nil
 		case err != nil:
-			return nil, err
+			return nil, 0, err
 		}
-		var more [1]byte
-		if extra, err := io.ReadFull(body, more[:]); extra > 0 {
-			return append(b[:n:n], more[0]), nil // longer than declared: a copy, not into Buf's capacity
-		} else if err != io.EOF {
-			return nil, err
-		}
-		return b, nil
 	}
-	b, err := io.ReadAll(io.LimitReader(body, s.Max+1))
-	if err != nil {
-		return nil, err
+	var more [1]byte
+	if extra, err := io.ReadFull(body, more[:]); extra > 0 {
+		n++
+	} else if err != io.EOF {
+		return nil, 0, err
 	}
-	return b, s.CheckLength(int64(len(b)))
+	return parts, n, nil
+}
+
+// TotalLen is the length of bufs together.
+func TotalLen(bufs [][]byte) int64 {
+	n := int64(0)
+	for _, b := range bufs {
+		n += int64(len(b))
+	}
+	return n
 }
 
 // CheckLength refuses a selection of length bytes longer than s.Max.
@@ -327,24 +344,67 @@ func Delete(ctx context.Context, s Store, key string, cond Cond) error {
 	return w.Delete(ctx, key, cond)
 }
 
-// ReadAtByGet is ReadAt for stores whose reads are requests: one ranged
-// Get conditional on gen, which must be given, so that the bytes come from
-// that generation or the read fails.
+// ScatterReader is implemented by stores that read one range of a value
+// into several buffers (ReadScatter) with one request.
+type ScatterReader interface {
+	// ReadScatter reads the bytes at off of the value at key into bufs,
+	// one after another, as RangeReader.ReadAt reads them into one.
+	ReadScatter(ctx context.Context, key string, gen Generation, bufs [][]byte, off int64) error
+}
+
+// ReadScatter reads the bytes at off of generation gen of the value at
+// key into bufs, one after another: with one request where r is a
+// ScatterReader, else by one ReadAt and a copy.
+func ReadScatter(ctx context.Context, r RangeReader, key string, gen Generation, bufs [][]byte, off int64) error {
+	if s, ok := r.(ScatterReader); ok {
+		return s.ReadScatter(ctx, key, gen, bufs, off)
+	}
+	if len(bufs) == 1 {
+		return r.ReadAt(ctx, key, gen, bufs[0], off)
+	}
+	b := make([]byte, TotalLen(bufs)) // no more than bufs hold already
+	if err := r.ReadAt(ctx, key, gen, b, off); err != nil {
+		return err
+	}
+	scatter(bufs, b)
+	return nil
+}
+
+// scatter copies b into bufs, one after another.
+func scatter(bufs [][]byte, b []byte) {
+	for _, p := range bufs {
+		b = b[copy(p, b):]
+	}
+}
+
+// ReadAtByGet is ReadAt for stores whose reads are requests
+// (ReadScatterByGet into p alone).
 func ReadAtByGet(ctx context.Context, s Reader, key string, gen Generation, p []byte, off int64) error {
-	if len(p) == 0 {
+	return ReadScatterByGet(ctx, s, key, gen, [][]byte{p}, off)
+}
+
+// ReadScatterByGet is ReadScatter for stores whose reads are requests: one
+// ranged Get conditional on gen, which must be given, so that the bytes
+// come from that generation or the read fails. The answer goes straight
+// into bufs (Span.Bufs).
+func ReadScatterByGet(ctx context.Context, s Reader, key string, gen Generation, bufs [][]byte, off int64) error {
+	// Empty buffers receive nothing; without them, the answer went into
+	// bufs when Get returns bufs[0].
+	bufs = slices.DeleteFunc(slices.Clone(bufs), func(b []byte) bool { return len(b) == 0 })
+	if len(bufs) == 0 {
 		return nil
 	}
 	if gen == "" {
 		return fmt.Errorf("%s: a read tied to no generation", key)
 	}
-	span := Range(off, int64(len(p)))
-	span.Buf = p
+	span := Range(off, TotalLen(bufs))
+	span.Bufs = bufs
 	b, _, err := s.Get(ctx, key, span, Cond{IfMatch: gen})
 	if err != nil {
 		return err
 	}
-	if len(b) == 0 || &b[0] != &p[0] { // not read into p (a whole value came)
-		copy(p, b)
+	if len(b) == 0 || &b[0] != &bufs[0][0] { // not read into bufs (a whole value came)
+		scatter(bufs, b)
 	}
 	return nil
 }

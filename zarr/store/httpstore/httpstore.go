@@ -103,11 +103,26 @@ func (s *Store) ReadAt(ctx context.Context, key string, gen store.Generation, p 
 	if len(p) == 0 {
 		return nil
 	}
-	b, _, err := s.Get(ctx, key, store.Range(off, int64(len(p))), store.Cond{IfMatch: gen})
+	if gen != "" {
+		return store.ReadAtByGet(ctx, s, key, gen, p, off)
+	}
+	// A server that names no generations (neither ETag nor Last-Modified):
+	// the read cannot be tied to one.
+	b, _, err := s.Get(ctx, key, store.Range(off, int64(len(p))), store.Cond{})
 	if err == nil {
 		copy(p, b)
 	}
 	return err
+}
+
+// ReadScatter reads the bytes at off into bufs, one after another, with
+// one GET as ReadAt does: straight into bufs when it is tied to a
+// generation, else by ReadAt and a copy.
+func (s *Store) ReadScatter(ctx context.Context, key string, gen store.Generation, bufs [][]byte, off int64) error {
+	if gen == "" {
+		return store.ReadScatter(ctx, struct{ store.RangeReader }{s}, key, gen, bufs, off) // its ReadAt alone
+	}
+	return store.ReadScatterByGet(ctx, s, key, gen, bufs, off)
 }
 
 // Stat describes the value with a HEAD request.

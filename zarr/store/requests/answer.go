@@ -24,29 +24,37 @@ func ReadSelection(span store.Span, body io.Reader, declared int64, contentRange
 	if contentRange != "" && asked > 0 && declared > asked {
 		return nil, Retryable(fmt.Errorf("%d bytes announced for a range of %d", declared, asked))
 	}
-	b, err := span.ReadBody(body, declared)
+	parts, got, err := span.ReadBody(body, declared)
 	if err != nil {
 		return nil, err // the transport marked a cut body Retryable
 	}
-	if declared >= 0 && int64(len(b)) != declared {
-		return nil, Retryable(fmt.Errorf("got %d of %d bytes: %w", len(b), declared, io.ErrUnexpectedEOF))
+	if declared >= 0 && got != declared {
+		return nil, Retryable(fmt.Errorf("got %d of %d bytes: %w", got, declared, io.ErrUnexpectedEOF))
 	}
+	// The selection: parts[0] whole, the first of span.Bufs or a slice of
+	// the one buffer read.
+	b := parts[0]
 	if contentRange == "" { // the whole value
-		size := int64(len(b))
-		off, n, err := span.Resolve(size)
+		off, n, err := span.Resolve(got)
 		if err != nil {
 			return nil, err
 		}
-		return b[off : off+n], nil
+		if len(parts) == 1 {
+			return b[off : off+n], nil
+		}
+		if off != 0 || n != got { // not what span.Bufs are for
+			return nil, fmt.Errorf("the whole value, %d bytes, read into buffers for [%d, %d+%d)", got, span.Offset, span.Offset, span.Length)
+		}
+		return b, nil
 	}
 	first, last, size, ok := ContentRange(contentRange)
 	if !ok {
 		return nil, Retryable(fmt.Errorf("an answer with Content-Range %q", contentRange))
 	}
-	if int64(len(b)) != last-first+1 {
-		return nil, Retryable(fmt.Errorf("%d bytes for Content-Range %q: %w", len(b), contentRange, io.ErrUnexpectedEOF))
+	if got != last-first+1 {
+		return nil, Retryable(fmt.Errorf("%d bytes for Content-Range %q: %w", got, contentRange, io.ErrUnexpectedEOF))
 	}
-	off, n := span.Offset, int64(len(b))
+	off, n := span.Offset, got
 	switch {
 	case size >= 0:
 		if off, n, err = span.Resolve(size); err != nil {
@@ -56,7 +64,7 @@ func ReadSelection(span store.Span, body io.Reader, declared int64, contentRange
 		// Of a value of unknown size, only a whole range can be checked.
 		return nil, fmt.Errorf("an answer with Content-Range %q for %+v", contentRange, span)
 	}
-	if first != off || int64(len(b)) != n {
+	if first != off || got != n {
 		return nil, Retryable(fmt.Errorf("bytes [%d, %d) sent for [%d, %d) of %d", first, last+1, off, off+n, size))
 	}
 	return b, nil

@@ -209,6 +209,12 @@ func (s *Store) ReadAt(ctx context.Context, key string, gen store.Generation, p 
 	return store.ReadAtByGet(ctx, s, key, gen, p, off)
 }
 
+// ReadScatter reads the bytes at off into bufs, one after another, with
+// one ranged GET as ReadAt does, straight into bufs.
+func (s *Store) ReadScatter(ctx context.Context, key string, gen store.Generation, bufs [][]byte, off int64) error {
+	return store.ReadScatterByGet(ctx, s, key, gen, bufs, off)
+}
+
 // Stat describes the value with a HEAD request.
 func (s *Store) Stat(ctx context.Context, key string) (store.Info, error) {
 	obj, err := s.object(key)

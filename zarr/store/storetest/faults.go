@@ -55,6 +55,9 @@ func RunFaults(t *testing.T, ft FaultTarget) {
 		t.Fatal(err)
 	}
 	gen := info.Generation
+	if _, ok := ft.Store.(store.ScatterReader); !ok {
+		t.Errorf("%T reads a range into one buffer only: a span of chunks would be copied into theirs", ft.Store)
+	}
 	gets := func(r *http.Request) bool { return r.Method == http.MethodGet }
 	// A whole value shorter than announced cannot be told from a shorter
 	// value; a range can, by its Content-Range.
@@ -69,6 +72,11 @@ func RunFaults(t *testing.T, ft FaultTarget) {
 		{"ReadAt", func(ctx context.Context) ([]byte, error) {
 			p := make([]byte, 64<<10)
 			return p, ft.Store.ReadAt(ctx, key, gen, p, 1000)
+		}, v1[1000 : 1000+64<<10]},
+		{"ReadScatter", func(ctx context.Context) ([]byte, error) {
+			bufs := [][]byte{make([]byte, 10000), make([]byte, 30000), nil, make([]byte, 64<<10-40000)}
+			err := store.ReadScatter(ctx, ft.Store, key, gen, bufs, 1000)
+			return bytes.Join(bufs, nil), err
 		}, v1[1000 : 1000+64<<10]},
 		{"suffix Get", func(ctx context.Context) ([]byte, error) {
 			b, _, err := ft.Store.Get(ctx, key, store.Last(4096), store.Cond{})
@@ -199,6 +207,10 @@ func RunFaults(t *testing.T, ft FaultTarget) {
 			if err := ft.Store.ReadAt(context.Background(), key, gen, p, 1000); !errors.Is(err, store.ErrPrecondition) {
 				t.Errorf("a server %s: ReadAt at the replaced generation gave %v (old bytes %v, new bytes %v); want ErrPrecondition",
 					server.name, err, bytes.Equal(p, v1[1000:5096]), bytes.Equal(p, v2[1000:5096]))
+			}
+			bufs := [][]byte{make([]byte, 1000), make([]byte, 3096)}
+			if err := store.ReadScatter(context.Background(), ft.Store, key, gen, bufs, 1000); !errors.Is(err, store.ErrPrecondition) {
+				t.Errorf("a server %s: ReadScatter at the replaced generation gave %v; want ErrPrecondition", server.name, err)
 			}
 			if _, _, err := ft.Store.Get(context.Background(), key, store.Last(100), store.Cond{IfMatch: gen}); !errors.Is(err, store.ErrPrecondition) {
 				t.Errorf("a server %s: Get if-match the replaced generation gave %v; want ErrPrecondition", server.name, err)

@@ -4,6 +4,7 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -61,6 +62,13 @@ func spans(t *testing.T, s Store) {
 		if _, _, err := s.Get(ctx, "spans/v", span, store.Cond{}); !errors.Is(err, io.ErrUnexpectedEOF) {
 			t.Errorf("Get(%+v) past the end: %v, want ErrUnexpectedEOF", span, err)
 		}
+	}
+	bufs := [][]byte{make([]byte, 3), nil, make([]byte, 4)}
+	if err := store.ReadScatter(ctx, s, "spans/v", put.Generation, bufs, 2); err != nil || string(bytes.Join(bufs, []byte("|"))) != "llo|| wor" {
+		t.Errorf("ReadScatter of [2, 9) into 3, 0 and 4 bytes = %q, %v", bufs, err)
+	}
+	if err := store.ReadScatter(ctx, s, "spans/v", put.Generation, bufs, 5); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("ReadScatter past the end: %v, want ErrUnexpectedEOF", err)
 	}
 	info, err := s.Stat(ctx, "spans/v")
 	if err != nil || info.Size != 11 || info.Generation != put.Generation {
