@@ -23,11 +23,12 @@ import (
 // ahead of the readers (fetchShard), and the next shards too when the one
 // next to it is dense (fetchFollowing). A miss in a shard being fetched
 // ahead so fetches as far as coalesceMax, once the fetches under way
-// leave room for a span that long: many readers missing at once in shards
-// read densely (node's 16 threads reading a 3-d array) otherwise each
-// fetch their chunk alone, ten requests where one would do. A shard read
-// densely once and at random later is not: its fetch ahead has ended. A miss of a chunk fetched alone
-// has the chunks after it fetched too, concurrently (speculate). A span
+// leave room for a span that long, and speculates nothing: many readers
+// missing at once in shards read densely (node's 16 threads reading a 3-d
+// array) otherwise each fetch their chunk alone, ten requests where one
+// would do. A shard read densely once and at random later is not: its
+// fetch ahead has ended. A miss of a chunk fetched alone otherwise has
+// the chunks after it fetched too, concurrently (speculate). A span
 // never crosses a gap over coalesceGap and stops at a chunk cached or
 // being fetched, so concurrent readers do not fetch bytes twice. A span
 // is read from the aligned blocks that cover it (fetchRange), the unit
@@ -118,14 +119,10 @@ func (a *Array) Touched(loc Location) {
 }
 
 // wanted is how many chunks a miss of the chunk at loc fetches: one for a
-// shard read once in a while, all it can for a dense one, and otherwise
-// twice what the readers proved they read, either as a share of the
-// array's recent reads or as a run of chunks read next to it (whichever is
-// more).
-func (a *Array) wanted(loc Location, dense bool) int {
-	if dense {
-		return allChunks
-	}
+// shard read once in a while, and twice what the readers proved they read,
+// either as a share of the array's recent reads or as a run of chunks read
+// next to it (whichever is more).
+func (a *Array) wanted(loc Location) int {
 	want := 1
 	if c := a.recent.count(loc.Key); c > 2 {
 		want = 1 << min(c-2, 20)
@@ -197,12 +194,18 @@ func (a *Array) readRange(ctx context.Context, loc Location) ([]byte, error) {
 				}
 				continue // cached, or it failed (its readers left): claim it
 			}
-			dense := a.readDensely(loc.Key)
-			if dense && !e.inflight.wait(ctx, aheadRoom) {
-				return nil, 0, ctx.Err()
+			want := allChunks
+			if a.readDensely(loc.Key) {
+				if !e.inflight.wait(ctx, aheadRoom) {
+					return nil, 0, ctx.Err()
+				}
+			} else {
+				want = a.wanted(loc)
 			}
-			if sp := a.claim(loc, a.wanted(loc, dense)); sp != nil {
-				a.speculate(loc, sp)
+			if sp := a.claim(loc, want); sp != nil {
+				if want != allChunks {
+					a.speculate(loc, sp)
+				}
 				b, err := a.fetchSpan(ctx, loc, sp)
 				return b, int64(len(b)), err
 			}
@@ -306,8 +309,7 @@ func (a *Array) speculate(loc Location, sp *span) {
 	r := &a.e.ahead
 	budget := 2*loc.N - sp.byteRange().n
 	s := a.shardState(loc)
-	// A dense shard's chunks are fetched ahead anyway (fetchShard).
-	if !a.e.opts.ReadAhead || budget <= 0 || s == nil || a.readDensely(loc.Key) {
+	if !a.e.opts.ReadAhead || budget <= 0 || s == nil {
 		return
 	}
 	last := sp.chunks[len(sp.chunks)-1]
