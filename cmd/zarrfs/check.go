@@ -15,7 +15,7 @@ import (
 
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("check", "STORE [PATH]", stderr)
-	sf := addStoreFlags(fs)
+	sf := addStoreFlags(fs.FlagSet)
 	if code, ok := parse(fs, args, 1, 2); !ok {
 		return code
 	}

@@ -11,7 +11,7 @@ import (
 
 func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("compact", "STORE [PATH]", stderr)
-	sf := addStoreFlags(fs)
+	sf := addStoreFlags(fs.FlagSet)
 	if code, ok := parse(fs, args, 1, 2); !ok {
 		return code
 	}

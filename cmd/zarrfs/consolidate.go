@@ -14,7 +14,7 @@ import (
 // readers of it through a web server, which cannot list, find every node.
 func runConsolidate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("consolidate", "STORE", stderr)
-	sf := addStoreFlags(fs)
+	sf := addStoreFlags(fs.FlagSet)
 	if code, ok := parse(fs, args, 1, 1); !ok {
 		return code
 	}

@@ -46,7 +46,7 @@ type nodeInfo struct {
 func runInfo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("info", "STORE [PATH]", stderr)
 	asJSON := fs.Bool("json", false, "print one JSON object per node")
-	sf := addStoreFlags(fs)
+	sf := addStoreFlags(fs.FlagSet)
 	if code, ok := parse(fs, args, 1, 2); !ok {
 		return code
 	}

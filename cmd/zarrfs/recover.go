@@ -15,7 +15,7 @@ import (
 // write.
 func runRecover(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("recover", "STORE", stderr)
-	sf := addStoreFlags(fs)
+	sf := addStoreFlags(fs.FlagSet)
 	if code, ok := parse(fs, args, 1, 1); !ok {
 		return code
 	}
