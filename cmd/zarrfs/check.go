@@ -74,7 +74,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err := ctx.Err(); err != nil {
 		return fail(stderr, err)
 	}
-	fmt.Fprintf(stdout, "checked %d arrays, %d stored chunks/shards, %s: %d broken\n", arrays, chunks, p, len(broken))
+	fmt.Fprintf(stdout, "checked %d arrays, %d stored chunks/shards: %d broken (%s)\n", arrays, chunks, len(broken), p)
 	unpublished, err := reportJournals(o, sf, stdout, stderr)
 	if err != nil {
 		return fail(stderr, err)
