@@ -196,6 +196,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if _, err := writeback.Recover(ctx, h, journals, logger); err != nil {
 			return fail(stderr, fmt.Errorf("replaying journals: %w", err))
 		}
+		warnOtherWriters(h, journals, logger)
 		writer, err = writeback.New(s, journals, writeback.Options{Logger: logger})
 		if err != nil {
 			return fail(stderr, err)
@@ -215,7 +216,9 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 	}
 	var disk *diskcache.Cache
-	if *cacheDir != "" {
+	if *cacheDir != "" && !s.Remote() {
+		logger.Warn("--cache-dir is for remote stores: this one is read from local files, which the kernel caches; the directory is not used", "cache_dir", *cacheDir)
+	} else if *cacheDir != "" {
 		size, err := parseSize(*cacheDirSize)
 		if err != nil {
 			return fail(stderr, fmt.Errorf("--cache-dir-size: %v", err))
