@@ -257,8 +257,9 @@ func TestREADMESystemdUnit(t *testing.T) {
 		t.Fatal(err)
 	}
 	const first = "# /etc/systemd/system/zarrfs-dataset.service\n"
-	_, unit, ok := strings.Cut(string(b), "```ini\n"+first)
-	if unit, _, ok = strings.Cut(unit, "```"); !ok {
+	_, block, found := strings.Cut(string(b), "```ini\n"+first)
+	unit, _, closed := strings.Cut(block, "```")
+	if !found || !closed {
 		t.Fatalf("README.md has no unit starting %q in an ini block", first)
 	}
 	for _, want := range []string{"Type=notify\n", "After=network-online.target\n", "Wants=network-online.target\n", "LoadCredential=", "[Install]\nWantedBy=multi-user.target\n", "ExecStop=/usr/local/bin/zarrfs umount "} {

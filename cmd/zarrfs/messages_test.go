@@ -1,11 +1,6 @@
 package main
 
 import (
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"encoding/json"
-	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/zarrfs/zarrfs/zarr/store/gcsstore/gcstest"
 	"github.com/zarrfs/zarrfs/zarr/zarrtest"
 )
 
@@ -29,21 +25,7 @@ func TestGCSCredentialsRefused(t *testing.T) {
 		w.Write([]byte(`{"error":"invalid_grant","error_description":"Invalid JWT Signature."}`))
 	}))
 	defer tokens.Close()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
-	file, _ := json.Marshal(map[string]string{
-		"type": "service_account", "project_id": "p", "private_key_id": "k1", "private_key": string(keyPEM),
-		"client_email": "zarrfs@p.iam.gserviceaccount.com", "client_id": "1", "token_uri": tokens.URL + "/token",
-	})
-	keyFile := filepath.Join(t.TempDir(), "key.json")
-	if err := os.WriteFile(keyFile, file, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", keyFile)
-	t.Setenv("STORAGE_EMULATOR_HOST", "")
+	keyFile := gcstest.UseServiceAccount(t, tokens.URL+"/token")
 	// The store's server is never reached: the token comes first.
 	code, _, stderr := runCLI(t, "info", "--gcs-endpoint", "http://127.0.0.1:1", "gs://bucket/store")
 	if code != 1 || !strings.Contains(stderr, "GOOGLE_APPLICATION_CREDENTIALS="+keyFile) || !strings.Contains(stderr, "--gcs-anonymous") || !strings.Contains(stderr, "invalid_grant") {
