@@ -162,17 +162,19 @@ func (l *starterLog) Write(p []byte) (int, error) {
 	return l.log.Write(p)
 }
 
-// ready tells the starter, and systemd, that the mount is ready; the
+// ready tells the starter that the mount is ready (which tells systemd,
+// with this process's pid), or, with no starter, systemd itself; the
 // starter hears no more of the log.
 func (l *starterLog) ready(status string) {
 	l.mu.Lock()
-	if l.starter != nil {
-		fmt.Fprintln(l.starter, readyLine)
-		l.starter.Close()
-		l.starter = nil
+	defer l.mu.Unlock()
+	if l.starter == nil {
+		notifySystemd("READY=1\nSTATUS=" + status)
+		return
 	}
-	l.mu.Unlock()
-	notifySystemd("READY=1\nSTATUS=" + status)
+	fmt.Fprintln(l.starter, readyLine)
+	l.starter.Close()
+	l.starter = nil
 }
 
 // notifySystemd tells systemd the service's state (Type=notify units set
