@@ -77,13 +77,14 @@ func TestCheckProgressAndCtrlC(t *testing.T) {
 	dir := t.TempDir()
 	const shards = 400
 	writeManyShards(t, dir, shards)
-	// 400 shards, each a request answered 100 ms late, 4 at a time on 2
-	// CPUs: about 10 s, beyond the first progress line (at 5 s).
+	// 400 shards, each a request answered 100 ms late, 4 at a time (2
+	// CPUs): 10 s at least, beyond the first progress line (at 5 s).
 	url := slowServer(t, dir, 100*time.Millisecond) + "/arr"
 
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, zarrfsBin, "check", url)
+	cmd.Env = append(os.Environ(), "GOMAXPROCS=2") // 4 requests at once, however many CPUs run the test
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
 	stderr, err := cmd.StderrPipe()
