@@ -120,7 +120,7 @@ func (p *progress) line() string {
 	return s
 }
 
-// String sums the work up: 1.2 GiB in 11s (110 MiB/s), or, when it
+// String sums the work up: 1.2 GiB in 11s, 110 MiB/s, or, when it
 // counts no bytes, in 11s.
 func (p *progress) String() string {
 	elapsed := time.Since(p.start)
@@ -129,7 +129,7 @@ func (p *progress) String() string {
 		return in
 	}
 	b := p.bytes.Load()
-	return fmt.Sprintf("%s %s (%s/s)", humanBytes(b), in, humanBytes(int64(float64(b)/max(elapsed.Seconds(), 1e-3))))
+	return fmt.Sprintf("%s %s, %s/s", humanBytes(b), in, humanBytes(int64(float64(b)/max(elapsed.Seconds(), 1e-3))))
 }
 
 // rate is the bytes done and their rate (1.2 GiB, 95 MiB/s), or the
