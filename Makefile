@@ -89,7 +89,10 @@ demo: build
 	rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)/mnt
 	./$(BIN) demo $(DEMO_DIR)/store
 	@echo
-	@echo "Mounting at $(DEMO_DIR)/mnt. In another terminal, try:"
+	@echo "Mounting at $(DEMO_DIR)/mnt. In another terminal, try (./$(BIN) is the zarrfs just built;"
+	@echo "make install puts it on PATH as zarrfs. /usr/bin/python3 is Debian's, whose python3-zarr is"
+	@echo "zarr-python 2, a legacy reader the v2/ view is for: another python3 may lack zarr or have zarr 3):"
+	@echo "  ./$(BIN) info $(DEMO_DIR)/store                    # the store's arrays, shards and codecs"
 	@echo "  ls $(DEMO_DIR)/mnt/v3/volume/0/c/0/0            # inner chunks as files"
 	@echo "  ls $(DEMO_DIR)/mnt/v2/volume/0/0/0              # the same chunks as v2 keys (/-separated: OME-Zarr 0.4)"
 	@echo "  getfattr -d $(DEMO_DIR)/mnt/v3/volume/0/c/0/0/0  # where its bytes live in the shard"

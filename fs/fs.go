@@ -34,6 +34,15 @@ type Options struct {
 	// AllowOther lets other users in; the kernel then checks the modes
 	// and owners below (default_permissions), as for a local disk.
 	AllowOther bool
+	// AllowRoot lets root in besides UID: the mount is open to every user
+	// to the kernel, but its root directory is 0700 to them, and the
+	// kernel checks modes (default_permissions), as libfuse's allow_root
+	// does in the daemon.
+	AllowRoot bool
+	// DefaultPermissions has the kernel check the modes of UID, GID and
+	// Umask for the mounting user too (always on with AllowOther and
+	// AllowRoot).
+	DefaultPermissions bool
 	// UID and GID own every file and directory; Umask clears permission
 	// bits of 0666 (files) and 0777 (directories). Read-only mounts also
 	// clear the write bits.
@@ -124,7 +133,7 @@ func Mount(dir string, ks *keyspace.FS, opts Options) (*Server, error) {
 	mountOpts := fuse.MountOptions{
 		FsName:               opts.FsName,
 		Name:                 "zarrfs",
-		AllowOther:           opts.AllowOther,
+		AllowOther:           opts.AllowOther || opts.AllowRoot,
 		DirectMount:          os.Geteuid() == 0,
 		MaxWrite:             maxWrite,
 		MaxReadAhead:         maxReadAhead,
@@ -142,7 +151,7 @@ func Mount(dir string, ks *keyspace.FS, opts Options) (*Server, error) {
 	if opts.ReadOnly {
 		mountOpts.Options = append(mountOpts.Options, "ro")
 	}
-	if opts.AllowOther {
+	if opts.AllowOther || opts.AllowRoot || opts.DefaultPermissions {
 		// Without it the kernel lets every user do anything the mount
 		// allows, whatever the modes say.
 		mountOpts.Options = append(mountOpts.Options, "default_permissions")
@@ -341,6 +350,15 @@ func (b *binding) fill(a keyspace.Attr, out *fuse.Attr) {
 		out.Mode = syscall.S_IFREG | 0o666&^mask
 	}
 	out.Uid, out.Gid = b.opts.UID, b.opts.GID
+}
+
+// fillRoot is fill of the mount's root directory, which only its owner
+// (and root, whom modes do not stop) may enter with AllowRoot.
+func (b *binding) fillRoot(a keyspace.Attr, out *fuse.Attr) {
+	b.fill(a, out)
+	if b.opts.AllowRoot {
+		out.Mode &^= 0o077
+	}
 }
 
 func mode(a keyspace.Attr) uint32 {

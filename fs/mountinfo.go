@@ -16,6 +16,29 @@ func Mounted(dir string) (bool, error) {
 	return fields != nil, err
 }
 
+// MountEntry is what the mount table says of a mount.
+type MountEntry struct {
+	FSType string // fuse.zarrfs, tmpfs, ...
+	Source string // zarrfs:STORE for a zarrfs mount
+}
+
+// MountAt returns the entry of the mount on top at dir, nil when nothing
+// is mounted there.
+func MountAt(dir string) (*MountEntry, error) {
+	fields, err := mountEntry(dir)
+	if fields == nil {
+		return nil, err
+	}
+	// The optional fields end with "-"; the file system type and the
+	// source follow.
+	for i, f := range fields {
+		if f == "-" && i+2 < len(fields) {
+			return &MountEntry{FSType: unescapeMountinfo(fields[i+1]), Source: unescapeMountinfo(fields[i+2])}, nil
+		}
+	}
+	return nil, fmt.Errorf("/proc/self/mountinfo: no file system type for %s", dir)
+}
+
 // Connection returns the FUSE connection of the mount at dir: its name
 // under /sys/fs/fuse/connections (the minor device number).
 func Connection(dir string) (string, error) {

@@ -30,3 +30,15 @@ func TestMounted(t *testing.T) {
 		t.Errorf("Mounted(a fresh temporary directory) = %v, %v; want false", ok, err)
 	}
 }
+
+func TestMountAt(t *testing.T) {
+	if _, err := os.Stat("/proc/self/mountinfo"); err != nil {
+		t.Skip("no /proc/self/mountinfo:", err)
+	}
+	if m, err := MountAt("/proc"); err != nil || m == nil || m.FSType != "proc" {
+		t.Errorf("MountAt(/proc) = %+v, %v; want a proc mount", m, err)
+	}
+	if m, err := MountAt(t.TempDir()); err != nil || m != nil {
+		t.Errorf("MountAt(a fresh temporary directory) = %+v, %v; want nil", m, err)
+	}
+}

@@ -27,7 +27,15 @@ var (
 	_ = (gofs.NodeOnAdder)((*rootNode)(nil))
 	_ = (gofs.NodeLookuper)((*rootNode)(nil))
 	_ = (gofs.NodeReaddirer)((*rootNode)(nil))
+	_ = (gofs.NodeGetattrer)((*rootNode)(nil))
 )
+
+// Getattr: the root is a directory of the views' owner and modes, of
+// their time.
+func (r *rootNode) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	r.b.fillRoot(keyspace.Attr{Ino: r.StableAttr().Ino, Dir: true, Mtime: r.b.ks.Root(r.b.opts.Views[0]).Attr().Mtime}, &out.Attr)
+	return 0
+}
 
 func (r *rootNode) OnAdd(ctx context.Context) {
 	for _, v := range r.b.opts.Views {
@@ -73,6 +81,10 @@ var (
 )
 
 func (n *dirNode) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if n.IsRoot() {
+		n.b.fillRoot(n.d.Attr(), &out.Attr)
+		return 0
+	}
 	n.b.fill(n.d.Attr(), &out.Attr)
 	return 0
 }

@@ -114,12 +114,31 @@ func exitCode(err error) int {
 	return 0
 }
 
-// TestFstab mounts a store the way filesystems are mounted: an fstab line
-// of type fuse.zarrfs with mount options and fstab-only options, `mount
-// MNT` (util-linux, which runs /sbin/mount.fuse.zarrfs, a link to zarrfs),
-// a chunk file read through it, `umount MNT`. It runs in a private mount
-// namespace where /sbin holds the link on an overlay, with a temporary
-// fstab (mount -T), so the system's /sbin and /etc/fstab stay untouched.
+// readmeFstabLine is the fstab line of the README (its "Run by the
+// system"), with its paths.
+func readmeFstabLine(t *testing.T, store, mnt, log string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(zarrtest.RepoRoot(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) == 6 && f[2] == "fuse.zarrfs" {
+			return strings.NewReplacer("/srv/data/volume.zarr", store, "/mnt/volume", mnt, "/var/log/zarrfs.log", log).Replace(line)
+		}
+	}
+	t.Fatal("README.md has no fstab line of type fuse.zarrfs")
+	return ""
+}
+
+// TestFstab mounts a store the way filesystems are mounted: the README's
+// fstab line (type fuse.zarrfs, mount options and fstab-only options),
+// which `mount -a` leaves alone (noauto) and `mount MNT` mounts
+// (util-linux, which runs /sbin/mount.fuse.zarrfs, a link to zarrfs), a
+// chunk file read through it, `umount MNT`; then the line without
+// noauto, which `mount -a` mounts. It runs in a private mount namespace
+// where /sbin holds the link on an overlay, with temporary fstabs (mount
+// -T), so the system's /sbin and /etc/fstab stay untouched.
 func TestFstab(t *testing.T) {
 	sbin, err := filepath.EvalSymlinks("/sbin")
 	fsList, _ := os.ReadFile("/proc/filesystems")
@@ -147,9 +166,15 @@ func TestFstab(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := filepath.Join(work, "log")
-	line := fmt.Sprintf("%s %s fuse.zarrfs ro,allow_other,cache_size=64MiB,log_file=%s,noauto,nofail,_netdev,x-systemd.automount 0 0\n", store, mnt, log)
-	fstab := filepath.Join(work, "fstab")
+	line := readmeFstabLine(t, store, mnt, log)
+	if !strings.Contains(line, ",noauto,") {
+		t.Fatalf("the README's fstab line has no noauto, which the README explains: %s", line)
+	}
+	fstab, auto := filepath.Join(work, "fstab"), filepath.Join(work, "fstab-auto")
 	if err := os.WriteFile(fstab, []byte(line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(auto, []byte(strings.Replace(line, ",noauto,", ",", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -161,13 +186,18 @@ func TestFstab(t *testing.T) {
 	})
 	script := fmt.Sprintf(`set -e
 mount -t overlay overlay -o lowerdir=%[1]s,upperdir=%[2]s,workdir=%[3]s %[1]s
+mount -a -T %[4]s
+if findmnt %[5]s > /dev/null; then echo mounted > %[6]s/noauto; fi
 mount -T %[4]s %[5]s
 findmnt -n -o FSTYPE,OPTIONS %[5]s > %[6]s/findmnt
 f=$(find %[5]s/v3/%[7]s/c -type f | sort | head -n 1)
 echo "${f#%[5]s/}" > %[6]s/path
 cat "$f" > %[6]s/chunk
 umount %[5]s
-`, sbin, upper, overlayWork, fstab, mnt, out, array)
+mount -a -T %[8]s
+findmnt -n -o FSTYPE %[5]s > %[6]s/auto
+umount %[5]s
+`, sbin, upper, overlayWork, fstab, mnt, out, array, auto)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	if b, err := exec.CommandContext(ctx, "unshare", "--mount", "--propagation", "private", "sh", "-c", script).CombinedOutput(); err != nil {
@@ -186,6 +216,12 @@ umount %[5]s
 	if fm := read("findmnt"); !strings.HasPrefix(fm, "fuse.zarrfs ") || !strings.Contains(fm, "ro,") || !strings.Contains(fm, "allow_other") {
 		t.Errorf("findmnt of the fstab mount: %q, want fuse.zarrfs, ro and allow_other", fm)
 	}
+	if _, err := os.Stat(filepath.Join(out, "noauto")); err == nil {
+		t.Errorf("mount -a mounted the line with noauto")
+	}
+	if fm := read("auto"); strings.TrimSpace(fm) != "fuse.zarrfs" {
+		t.Errorf("mount -a of the line without noauto: findmnt says %q, want fuse.zarrfs", fm)
+	}
 	path := strings.TrimSpace(read("path"))
 	ref := mount(t, store, "--ro")
 	want, err := os.ReadFile(filepath.Join(ref.Dir, path))
@@ -203,5 +239,45 @@ umount %[5]s
 	}
 	if _, err := os.Lstat(filepath.Join(sbin, "mount.fuse.zarrfs")); err == nil {
 		t.Logf("note: %s/mount.fuse.zarrfs exists on this system (installed, not by this test)", sbin)
+	}
+}
+
+// TestREADMESystemdUnit: the README's systemd unit passes
+// `systemd-analyze verify` without a word (a comment after a value, an
+// unknown key or a missing program are warnings there, not errors), and
+// has what a mount service needs: readiness (Type=notify), the network
+// first, the token out of `systemctl show`, and an [Install] section.
+func TestREADMESystemdUnit(t *testing.T) {
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		zarrtest.Missing(t, "TestREADMESystemdUnit needs systemd-analyze (apt-get install systemd): %v", err)
+	}
+	b, err := os.ReadFile(filepath.Join(zarrtest.RepoRoot(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const first = "# /etc/systemd/system/zarrfs-dataset.service\n"
+	_, block, found := strings.Cut(string(b), "```ini\n"+first)
+	unit, _, closed := strings.Cut(block, "```")
+	if !found || !closed {
+		t.Fatalf("README.md has no unit starting %q in an ini block", first)
+	}
+	for _, want := range []string{"Type=notify\n", "After=network-online.target\n", "Wants=network-online.target\n", "LoadCredential=", "[Install]\nWantedBy=multi-user.target\n", "ExecStop=/usr/local/bin/zarrfs umount "} {
+		if !strings.Contains(unit, want) {
+			t.Errorf("the README's unit lacks %q", want)
+		}
+	}
+	if strings.Contains(unit, "Environment=ZARRFS_PEER_TOKEN") {
+		t.Errorf("the README's unit puts the peer token where systemctl show prints it")
+	}
+	path := filepath.Join(t.TempDir(), "zarrfs-dataset.service")
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(unit, "/usr/local/bin/zarrfs", zarrfsBin)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, analyze, "verify", path).CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Errorf("systemd-analyze verify of the README's unit: %v\n%s\n%s", err, out, unit)
 	}
 }

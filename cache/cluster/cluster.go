@@ -101,7 +101,9 @@ type Options struct {
 	// it runs on the node's own context, as the node's readers may wait
 	// for it too.
 	LoadTimeout time.Duration
-	// Logger receives one line per peer and key whose value was rejected.
+	// Logger receives one line per peer and key whose value was rejected,
+	// one per peer and cause of failed requests to it, and one per
+	// address and cause of requests refused.
 	Logger *slog.Logger
 }
 
@@ -130,6 +132,54 @@ type Cluster struct {
 
 	served  atomic.Int64
 	refused atomic.Uint64
+	// refusals logs the requests refused, once per address and cause.
+	refusals onceLog
+}
+
+// onceLog logs one line per subject (a peer, an address) and cause: a
+// peer refusing a node's token a thousand times is one line, a peer whose
+// failures change cause gets another.
+type onceLog struct {
+	mu     sync.Mutex
+	causes map[string]string // subject: the cause logged last
+}
+
+// log logs msg with the subject and cause unless it was the subject's
+// last; it reports whether it did.
+func (l *onceLog) log(logger *slog.Logger, level slog.Level, msg, subjectName, subject, cause string) bool {
+	l.mu.Lock()
+	if l.causes == nil || len(l.causes) >= maxLogged {
+		l.causes = map[string]string{}
+	}
+	last, seen := l.causes[subject]
+	l.causes[subject] = cause
+	l.mu.Unlock()
+	if seen && last == cause {
+		return false
+	}
+	logger.Log(context.Background(), level, msg, subjectName, subject, "cause", cause)
+	return true
+}
+
+// forget forgets the subject's cause: it failed, and does not any more.
+func (l *onceLog) forget(subject string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, seen := l.causes[subject]
+	delete(l.causes, subject)
+	return seen
+}
+
+// refuse answers a peer request with an error that names neither key nor
+// cause, and logs the cause once per asking host.
+func (c *Cluster) refuse(w http.ResponseWriter, r *http.Request, status int, answer, cause string) {
+	c.refused.Add(1)
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	c.refusals.log(c.opts.Logger, slog.LevelWarn, "refused a peer's requests", "from", host, cause)
+	http.Error(w, answer, status)
 }
 
 // Stats are a node's counters.
@@ -205,20 +255,21 @@ func Start(o Options) (*Cluster, error) {
 // the value's bytes. Errors say nothing of the key or the store.
 func (c *Cluster) serve(w http.ResponseWriter, r *http.Request) {
 	if subtle.ConstantTimeCompare([]byte(r.Header.Get(TokenHeader)), []byte(c.opts.Token)) != 1 {
-		c.refused.Add(1)
-		http.Error(w, "a peer token is required", http.StatusUnauthorized)
+		cause := "its peer token differs from this node's: every node needs the same secret (--peer-token-file or $ZARRFS_PEER_TOKEN)"
+		if r.Header.Get(TokenHeader) == "" {
+			cause = "it sent no peer token: not a zarrfs node of this cluster"
+		}
+		c.refuse(w, r, http.StatusUnauthorized, "a peer token is required", cause)
 		return
 	}
 	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), basePath+groupName+"/")
 	if !ok || r.Method != http.MethodGet || len(rest) > 3*maxKey {
-		c.refused.Add(1)
-		http.Error(w, "bad request", http.StatusBadRequest)
+		c.refuse(w, r, http.StatusBadRequest, "bad request", "not a request for a value: not a zarrfs node of this version")
 		return
 	}
 	key, err := url.PathUnescape(rest)
 	if err != nil || len(key) > maxKey || !c.opts.Accept(key) {
-		c.refused.Add(1)
-		http.Error(w, "not a key of a store this node mounts", http.StatusForbidden)
+		c.refuse(w, r, http.StatusForbidden, "not a key of a store this node mounts", "it asks for keys of a store this node does not mount: do both mount the same store (the same URL and endpoint)?")
 		return
 	}
 	c.served.Add(1)
@@ -251,6 +302,7 @@ type peers struct {
 	logger            *slog.Logger
 	logMu             sync.Mutex
 	logged            map[string]struct{} // peer \0 key, rejections logged
+	failures          onceLog             // of requests to peers, by peer
 }
 
 func (p *peers) set(urls ...string) {
@@ -338,6 +390,15 @@ func (g *peerGetter) Get(ctx context.Context, in *pb.GetRequest, out *pb.GetResp
 	if errors.As(err, &bad) {
 		g.p.reject(strings.TrimSuffix(g.base, basePath), in.GetKey(), bad.err)
 	}
+	peer := strings.TrimSuffix(g.base, basePath)
+	switch {
+	case err == nil:
+		if g.p.failures.forget(peer) {
+			g.p.logger.Info("a peer answers again", "peer", peer)
+		}
+	case bad == nil && ctx.Err() == nil:
+		g.p.failures.log(g.p.logger, slog.LevelWarn, "a peer's requests fail: reading from the store instead", "peer", peer, failureCause(err))
+	}
 	g.mu.Lock()
 	if err == nil {
 		g.fails = 0
@@ -352,6 +413,36 @@ func (g *peerGetter) Get(ctx context.Context, in *pb.GetRequest, out *pb.GetResp
 	}
 	out.Value = b
 	return nil
+}
+
+// statusError is a peer's answer that is not a value.
+type statusError struct {
+	peer   string
+	status int
+	text   string
+}
+
+func (e *statusError) Error() string { return fmt.Sprintf("peer %s: %s", e.peer, e.text) }
+
+// failureCause says why a request to a peer failed, in words that tell
+// an operator what to fix, and alike for alike failures (no key, no
+// address of a connection), so that each cause is logged once.
+func failureCause(err error) string {
+	var st *statusError
+	var op *net.OpError
+	switch {
+	case errors.As(err, &st) && st.status == http.StatusUnauthorized:
+		return "it refuses this node's peer token (" + st.text + "): every node needs the same secret (--peer-token-file or $ZARRFS_PEER_TOKEN)"
+	case errors.As(err, &st) && st.status == http.StatusForbidden:
+		return "it does not mount this store (" + st.text + "): do both mount the same store (the same URL and endpoint)?"
+	case errors.As(err, &st):
+		return "it answers " + st.text
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		return "no answer in time"
+	case errors.As(err, &op) && op.Err != nil:
+		return op.Op + ": " + op.Err.Error()
+	}
+	return err.Error()
 }
 
 // badValue is a peer's value that fails its check.
@@ -381,7 +472,7 @@ func (g *peerGetter) fetch(ctx context.Context, key string, check *Check) ([]byt
 	n := res.ContentLength
 	switch {
 	case res.StatusCode != http.StatusOK:
-		return nil, fmt.Errorf("peer %s: %s", g.base, res.Status)
+		return nil, &statusError{peer: g.base, status: res.StatusCode, text: res.Status}
 	case n < 0 || n > maxValue:
 		return nil, &badValue{fmt.Errorf("a value of %d bytes", n)}
 	}

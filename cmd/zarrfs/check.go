@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"runtime"
@@ -15,7 +16,7 @@ import (
 
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("check", "STORE [PATH]", stderr)
-	sf := addStoreFlags(fs)
+	sf := addStoreFlags(fs.FlagSet)
 	if code, ok := parse(fs, args, 1, 2); !ok {
 		return code
 	}
@@ -26,9 +27,16 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	defer o.store.Close()
 	e := engine.New(o.store, engine.Options{})
 	defer e.Close()
+	p := startProgress("check", "shards", stderr)
+	if total, err := countObjects(ctx, o.nodes, false); err == nil {
+		p.setTotal(total)
+	} // else the array's listing fails again below, and is reported
 	var broken []engine.ObjectReport
 	arrays, chunks := 0, 0
 	for _, n := range o.nodes {
+		if ctx.Err() != nil {
+			break
+		}
 		if n.Err != nil {
 			broken = append(broken, engine.ObjectReport{Key: n.Path, Err: n.Err})
 			continue
@@ -39,23 +47,34 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		arrays++
 		for r, err := range e.Array(n.Array).Inspect(ctx, true, runtime.GOMAXPROCS(0)*2) {
 			if err != nil {
-				broken = append(broken, engine.ObjectReport{Key: r.Key, Err: fmt.Errorf("list chunks: %w", err)})
+				if ctx.Err() == nil {
+					broken = append(broken, engine.ObjectReport{Key: r.Key, Err: fmt.Errorf("list chunks: %w", err)})
+				}
 				break
 			}
+			if ctx.Err() != nil && errors.Is(r.Err, ctx.Err()) {
+				break // not checked: the command was stopped
+			}
 			chunks++
+			p.add(1, r.Size)
 			if r.Err != nil {
 				broken = append(broken, r)
 			}
 		}
 	}
-	if err := ctx.Err(); err != nil {
-		return fail(stderr, err)
-	}
+	p.end()
 	slices.SortFunc(broken, func(a, b engine.ObjectReport) int { return cmp.Compare(a.Key, b.Key) })
 	for _, r := range broken {
 		fmt.Fprintf(stdout, "BROKEN %s: %s\n", r.Key, strings.ReplaceAll(r.Err.Error(), "\n", "; "))
 	}
-	fmt.Fprintf(stdout, "checked %d arrays, %d stored chunks/shards: %d broken\n", arrays, chunks, len(broken))
+	if code, stopped := interrupted(ctx); stopped {
+		fmt.Fprintf(stdout, "INTERRUPTED: checked %d of %d stored chunks/shards (in %d arrays), %s: %d broken so far; the rest is not checked\n", chunks, p.total.Load(), arrays, p, len(broken))
+		return code
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(stderr, err)
+	}
+	fmt.Fprintf(stdout, "checked %d arrays, %d stored chunks/shards: %d broken (%s)\n", arrays, chunks, len(broken), p)
 	unpublished, err := reportJournals(o, sf, stdout, stderr)
 	if err != nil {
 		return fail(stderr, err)

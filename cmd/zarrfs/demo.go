@@ -8,6 +8,8 @@ import (
 	"io"
 	"math"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 
 	"github.com/zarrfs/zarrfs/codec"
@@ -38,8 +40,30 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "  volume/0                 uint16 256x256x256 in 128^3 shards of 32^3 inner chunks, zstd\n")
 	fmt.Fprintf(stdout, "  volume/1, volume/2       the same downsampled to 128^3 and 64^3, gzip\n")
 	fmt.Fprintf(stdout, "  volume/labels/mask       its label image: uint8, 2 levels, sparse (empty inner chunks and missing shards)\n")
-	fmt.Fprintf(stdout, "try: zarrfs info %s\n", dir)
+	fmt.Fprintf(stdout, "try: %s info %s\n", selfName(), dir)
 	return 0
+}
+
+// selfName is how to run this zarrfs in a shell: zarrfs when that is it
+// on PATH, else its path (make demo runs bin/zarrfs, not installed).
+func selfName() string {
+	self, err := os.Executable()
+	if err != nil {
+		return "zarrfs"
+	}
+	if onPath, err := exec.LookPath("zarrfs"); err == nil {
+		if a, b := realPath(onPath), realPath(self); a == b {
+			return "zarrfs"
+		}
+	}
+	return self
+}
+
+func realPath(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
 }
 
 // demoLevels are the image's levels: level i is downsampled by 2^i.

@@ -46,7 +46,7 @@ type nodeInfo struct {
 func runInfo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("info", "STORE [PATH]", stderr)
 	asJSON := fs.Bool("json", false, "print one JSON object per node")
-	sf := addStoreFlags(fs)
+	sf := addStoreFlags(fs.FlagSet)
 	if code, ok := parse(fs, args, 1, 2); !ok {
 		return code
 	}
@@ -61,18 +61,32 @@ func runInfo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	nodes := o.nodes
 	e := engine.New(o.store, engine.Options{})
 	defer e.Close()
-	infos := make([]nodeInfo, len(nodes))
-	for i, n := range nodes {
-		infos[i] = describe(ctx, e, n)
+	p := startProgress("info", "shards", stderr)
+	if total, err := countObjects(ctx, nodes, false); err == nil {
+		p.setTotal(total)
 	}
+	infos := make([]nodeInfo, 0, len(nodes))
+	for _, n := range nodes {
+		in := describe(ctx, e, n, p)
+		if ctx.Err() != nil {
+			break // a node read in part is not shown
+		}
+		infos = append(infos, in)
+	}
+	p.end()
+	nodes = nodes[:len(infos)]
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		for _, in := range infos {
 			enc.Encode(in)
 		}
-		return 0
+	} else {
+		printTree(stdout, store.Redacted(fs.Arg(0)), nodes, infos)
 	}
-	printTree(stdout, store.Redacted(fs.Arg(0)), nodes, infos)
+	if code, stopped := interrupted(ctx); stopped {
+		fmt.Fprintf(stderr, "zarrfs info: INTERRUPTED: %d of %d nodes shown, having read %d of %d shard indexes %s\n", len(nodes), len(o.nodes), p.done.Load(), p.total.Load(), p)
+		return code
+	}
 	return 0
 }
 
@@ -115,8 +129,9 @@ func openNodes(ctx context.Context, storeArg, path string, sf storeFlags, readOn
 	return &openedStore{loc: loc, store: s, h: h, nodes: nodes}, nil
 }
 
-// describe gathers a node's info, reading every shard index of arrays.
-func describe(ctx context.Context, e *engine.Engine, n *zarr.Node) nodeInfo {
+// describe gathers a node's info, reading every shard index of arrays,
+// each counted in p.
+func describe(ctx context.Context, e *engine.Engine, n *zarr.Node, p *progress) nodeInfo {
 	in := nodeInfo{Path: "/" + n.Path, Kind: "group", Format: n.Format, Attributes: n.Attributes}
 	if n.Kind == zarr.ArrayKind {
 		in.Kind = "array"
@@ -145,6 +160,9 @@ func describe(ctx context.Context, e *engine.Engine, n *zarr.Node) nodeInfo {
 		innerTotal = nd.Size(nd.Grid(a.Shape, sh.ChunkShape()))
 	}
 	for r, err := range e.Array(a).Inspect(ctx, false, runtime.GOMAXPROCS(0)*4) {
+		if err == nil {
+			p.add(1, 0)
+		}
 		if err != nil || r.Err != nil {
 			in.BrokenChunks++
 			continue

@@ -3,14 +3,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"syscall"
 )
@@ -25,9 +27,10 @@ Usage:
   zarrfs recover STORE                    publish the journals of writers that died into the store
   zarrfs compact STORE [PATH]             rewrite shards holding dead space densely; finish deletes cut short
   zarrfs consolidate STORE                write consolidated metadata, so web servers' readers find every node
-  zarrfs demo DIR                         write a sample sharded store to DIR/store
+  zarrfs demo DIR                         write a sample sharded store (an OME-Zarr image) into DIR, a new directory
+  zarrfs version                          print zarrfs's version (also zarrfs --version)
 
-Run 'zarrfs COMMAND -h' for a command's flags.
+Run 'zarrfs COMMAND -h' for a command's flags; flags go before or after the arguments.
 `
 
 // command is one subcommand: it parses its own flags and returns the exit code.
@@ -45,7 +48,7 @@ var commands = map[string]command{
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext()
 	var code int
 	if slices.Contains(helperNames, filepath.Base(os.Args[0])) {
 		code = runMountHelper(ctx, os.Args[1:], os.Stdout, os.Stderr)
@@ -56,53 +59,90 @@ func main() {
 	os.Exit(code)
 }
 
+// interruption is the cause of the commands' context when a signal
+// (SIGINT, SIGTERM) ended it.
+type interruption struct{ sig syscall.Signal }
+
+func (i interruption) Error() string { return "stopped by " + i.sig.String() }
+
+// signalContext is cancelled by the first SIGINT or SIGTERM, with an
+// interruption as its cause; a second one kills the process as usual,
+// unless a command watches signals itself (a mount does).
+func signalContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case s := <-sigs:
+			signal.Stop(sigs)
+			cancel(interruption{s.(syscall.Signal)})
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { signal.Stop(sigs); cancel(nil) }
+}
+
+// interrupted returns the exit code of a command a signal stopped, 128
+// plus the signal's number as shells report it (130 for Ctrl-C), and
+// whether one did.
+func interrupted(ctx context.Context) (int, bool) {
+	var i interruption
+	if errors.As(context.Cause(ctx), &i) {
+		return 128 + int(i.sig), true
+	}
+	return 0, false
+}
+
+// buildVersion is set by the linker (-ldflags "-X main.buildVersion=v1.2.3")
+// for releases; builds from a checkout say which commit they are.
+var buildVersion = ""
+
+// version is zarrfs's version, commit and Go version.
+func version() string {
+	v := cmp.Or(buildVersion, "(devel)")
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "zarrfs " + v
+	}
+	if buildVersion == "" && info.Main.Version != "" {
+		v = info.Main.Version
+	}
+	var rev, at, modified string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = " (modified)"
+			}
+		}
+	}
+	out := "zarrfs " + v
+	if rev != "" {
+		out += " commit " + rev[:min(len(rev), 12)] + " " + at + modified
+	}
+	return out + " " + info.GoVersion + " " + runtime.GOOS + "/" + runtime.GOARCH
+}
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
+	if args[0] == "version" || args[0] == "--version" || args[0] == "-version" {
+		fmt.Fprintln(stdout, version())
+		return 0
+	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "zarrfs: unknown command %q\n\n%s", args[0], usage)
+		fmt.Fprintf(stderr, "zarrfs: unknown command %q (zarrfs help lists the commands)\n", args[0])
 		return 2
 	}
 	return cmd(ctx, args[1:], stdout, stderr)
-}
-
-// newFlags returns a flag set that reports errors and -h on stderr.
-func newFlags(name, argsUsage string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: zarrfs %s [flags] %s\n", name, argsUsage)
-		// Flags without a usage text are for developers and stay hidden.
-		shown := flag.NewFlagSet(name, flag.ContinueOnError)
-		shown.SetOutput(stderr)
-		fs.VisitAll(func(f *flag.Flag) {
-			if f.Usage != "" {
-				shown.Var(f.Value, f.Name, f.Usage)
-				shown.Lookup(f.Name).DefValue = f.DefValue
-			}
-		})
-		shown.PrintDefaults()
-	}
-	return fs
-}
-
-// parse parses flags and checks the number of positional arguments; it
-// returns an exit code and false when the command must stop.
-func parse(fs *flag.FlagSet, args []string, minArgs, maxArgs int) (int, bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0, false
-		}
-		return 2, false
-	}
-	if n := fs.NArg(); n < minArgs || n > maxArgs {
-		fs.Usage()
-		return 2, false
-	}
-	return 0, true
 }
 
 // fail prints an error and returns exit code 1.

@@ -31,9 +31,13 @@ import (
 func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	flags := newFlags("mount", "STORE MOUNTPOINT", stderr)
 	readOnly := flags.Bool("ro", false, "mount read-only")
+	flags.BoolVar(readOnly, "read-only", false, "mount read-only (the same as --ro)")
 	view := flags.String("view", "both", "key spaces to show: both (as v3/ and v2/), v3 or v2 (at the root)")
 	sep := flags.String("v2-separator", ".", "dimension separator of v2 chunk keys: . or /")
 	allowOther := flags.Bool("allow-other", false, "let other users access the mount, as --uid, --gid and --umask allow (the kernel checks them)")
+	allowRoot := flags.Bool("allow-root", false, "let root access the mount besides the --uid user (its root directory is 0700 to the others; the kernel checks)")
+	defaultPermissions := flags.Bool("default-permissions", false, "have the kernel check the modes of --uid, --gid and --umask for the mounting user too (on with --allow-other and --allow-root)")
+	nonempty := flags.Bool("nonempty", false, "mount over a directory that is not empty, hiding its files until the unmount")
 	uid := flags.Int("uid", os.Getuid(), "owner of every file and directory")
 	gid := flags.Int("gid", os.Getgid(), "group of every file and directory")
 	umask := flags.String("umask", "022", "permission bits (octal) cleared from 0666 for files and 0777 for directories; read-only mounts also clear the write bits")
@@ -58,32 +62,17 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	daemon := flags.Bool("daemon", false, "return once the mount is ready (exit status 0) and serve it in the background")
 	logFile := flags.String("log-file", "", "append the log to this file (default: stderr, which systemd keeps in the journal)")
 	metricsListen := flags.String("metrics-listen", "", "HOST:PORT to serve Prometheus metrics on, at /metrics (default: none)")
-	sf := addStoreFlags(flags)
+	sf := addStoreFlags(flags.FlagSet)
+	options := addMountOptions(flags)
 	cpuProfile := flags.String("cpuprofile", "", "") // for performance work: hidden
 	if code, ok := parse(flags, args, 2, 2); !ok {
 		return code
 	}
-	if *logFile != "" {
-		f, err := os.OpenFile(*logFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
-		if err != nil {
-			return fail(stderr, fmt.Errorf("--log-file: %w", err))
-		}
-		defer f.Close()
-		stderr = f
-	}
-	if *daemon && !daemonChild() {
-		log, ok := stderr.(*os.File)
-		if !ok {
-			log = os.Stderr
-		}
-		return daemonize(args, log)
-	}
+	fail := options.fail // errors name the mount options that set their flags
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fail(stderr, fmt.Errorf("--log-level: %v", err))
+		return fail(stderr, fmt.Errorf("--log-level must be debug, info, warn or error, not %q", *logLevel))
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	sf.logger = logger
 	views, err := parseViews(*view)
 	if err != nil {
 		return fail(stderr, err)
@@ -129,6 +118,21 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil || mask > 0o777 {
 		return fail(stderr, fmt.Errorf("--umask must be octal permission bits such as 022 or 077, not %q", *umask))
 	}
+	if *daemon && !daemonChild() {
+		return daemonize(args, *logFile, stderr)
+	}
+	if *logFile != "" {
+		f, err := openLog(*logFile)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		defer f.Close()
+		stderr = f
+	}
+	started := newStarterLog(stderr) // until the mount is ready, a --daemon's starter reads the log too
+	stderr = started
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	sf.logger = logger
 	// The cache is most of what zarrfs keeps in memory. A soft limit a
 	// little above it makes the garbage collector run more often rather
 	// than let the heap grow to twice what is live, so the process stays
@@ -156,7 +160,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return fail(stderr, err)
 	}
-	if err := checkMountpoint(mnt); err != nil {
+	if err := checkMountpoint(mnt, *nonempty); err != nil {
 		return fail(stderr, err)
 	}
 	if !*readOnly && !loc.Writable {
@@ -192,6 +196,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if _, err := writeback.Recover(ctx, h, journals, logger); err != nil {
 			return fail(stderr, fmt.Errorf("replaying journals: %w", err))
 		}
+		warnOtherWriters(h, journals, logger)
 		writer, err = writeback.New(s, journals, writeback.Options{Logger: logger})
 		if err != nil {
 			return fail(stderr, err)
@@ -211,7 +216,9 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 	}
 	var disk *diskcache.Cache
-	if *cacheDir != "" {
+	if *cacheDir != "" && !s.Remote() {
+		logger.Warn("--cache-dir is for remote stores: this one is read from local files, which the kernel caches; the directory is not used", "cache_dir", *cacheDir)
+	} else if *cacheDir != "" {
 		size, err := parseSize(*cacheDirSize)
 		if err != nil {
 			return fail(stderr, fmt.Errorf("--cache-dir-size: %v", err))
@@ -263,7 +270,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	sigs, stopSignals := notifySignals()
 	defer stopSignals()
 	server, err := fs.Mount(mnt, ks, fs.Options{
-		Views: views, ReadOnly: *readOnly, AllowOther: *allowOther,
+		Views: views, ReadOnly: *readOnly, AllowOther: *allowOther, AllowRoot: *allowRoot, DefaultPermissions: *defaultPermissions,
 		UID: uint32(*uid), GID: uint32(*gid), Umask: uint32(mask),
 		FsName: "zarrfs:" + s.String(), Logger: logger, Debug: level <= slog.LevelDebug,
 		StatsInterval: *statsInterval, Transport: *transport, OnRequest: onRequest, OnBuffersResident: buffersResident,
@@ -275,7 +282,6 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(stderr, fmt.Errorf("mount %s: %w", mnt, err))
 	}
 	logger.Info("mounted", "store", s.String(), "mountpoint", mnt, "view", *view, "read_only", *readOnly)
-	daemonReady()
 	u := &unmounter{server: server, mnt: mnt, writer: writer, logger: logger}
 	if journals != nil {
 		u.journals = journals.String()
@@ -284,10 +290,12 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		logger.Warn("no control socket: zarrfs umount cannot wait for this mount's writes (umount(8) still unmounts)", "error", err)
 	}
+	started.ready(fmt.Sprintf("%s mounted at %s", store.Redacted(storeArg), mnt))
 	done := make(chan struct{})
 	go u.run(ctx, sigs, done)
 	server.Wait()
 	close(done)
+	notifySystemd("STOPPING=1\nSTATUS=unmounted; publishing what is pending")
 	code := u.finish(ctx)
 	ctl.close()
 	if code != 0 {
@@ -346,8 +354,8 @@ func parseSize(s string) (int64, error) {
 }
 
 // checkMountpoint refuses mount points that are missing, not directories,
-// not empty, or already mounted on.
-func checkMountpoint(mnt string) error {
+// already mounted on, or, unless nonempty, not empty.
+func checkMountpoint(mnt string, nonempty bool) error {
 	fi, err := os.Stat(mnt)
 	if err != nil {
 		return fmt.Errorf("mount point %s: %w", mnt, errors.Unwrap(err))
@@ -362,8 +370,8 @@ func checkMountpoint(mnt string) error {
 	if err != nil {
 		return fmt.Errorf("mount point %s: %w", mnt, err)
 	}
-	if len(entries) > 0 {
-		return fmt.Errorf("mount point %s is not empty", mnt)
+	if len(entries) > 0 && !nonempty {
+		return fmt.Errorf("mount point %s is not empty (--nonempty, or -o nonempty, mounts over its files)", mnt)
 	}
 	return nil
 }
@@ -375,8 +383,8 @@ func runUmount(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return code
 	}
 	mnt := flags.Arg(0)
-	if mounted, err := fs.Mounted(mnt); err == nil && !mounted {
-		return fail(stderr, fmt.Errorf("%s is not a mount point", mnt))
+	if err := checkZarrfsMount(mnt); err != nil {
+		return fail(stderr, err)
 	}
 	if code, ok := umountVia(mnt, *force, stdout, stderr); ok {
 		return code

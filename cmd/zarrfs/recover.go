@@ -15,7 +15,7 @@ import (
 // write.
 func runRecover(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("recover", "STORE", stderr)
-	sf := addStoreFlags(fs)
+	sf := addStoreFlags(fs.FlagSet)
 	if code, ok := parse(fs, args, 1, 1); !ok {
 		return code
 	}
@@ -31,11 +31,25 @@ func runRecover(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if root != nil {
 		defer root.Close()
 	}
-	n, err := writeback.Recover(ctx, o.h, root, newLogger(stderr))
+	logger := newLogger(stderr)
+	p := startProgress("recover", "shards", stderr)
+	if infos, err := writeback.Journals(o.h, root, logger); err == nil {
+		var total int64
+		for _, j := range infos {
+			total += int64(len(j.Shards))
+		}
+		p.setTotal(total)
+	}
+	n, err := writeback.RecoverReporting(ctx, o.h, root, logger, func(_ string, bytes int64) { p.add(1, bytes) })
+	p.end()
+	if code, stopped := interrupted(ctx); stopped {
+		fmt.Fprintf(stdout, "INTERRUPTED: published %d updates into %d of %d shards, %s; the rest stays journaled: run zarrfs recover again\n", n, p.done.Load(), p.total.Load(), p)
+		return code
+	}
 	if err != nil {
 		return fail(stderr, fmt.Errorf("recover: %w (%d updates published)", err, n))
 	}
-	fmt.Fprintf(stdout, "published %d updates from journals of writers that died\n", n)
+	fmt.Fprintf(stdout, "published %d updates into %d shards from journals of writers that died, %s\n", n, p.done.Load(), p)
 	return 0
 }
 

@@ -20,6 +20,12 @@ import (
 // what is not a journal zarrfs made, are left alone. It returns the number
 // of records replayed.
 func Recover(ctx context.Context, h *zarr.Hierarchy, root *JournalRoot, logger *slog.Logger) (int, error) {
+	return RecoverReporting(ctx, h, root, logger, nil)
+}
+
+// RecoverReporting is Recover telling published, when set, of every shard
+// it publishes: its key and the bytes of the chunks put into it.
+func RecoverReporting(ctx context.Context, h *zarr.Hierarchy, root *JournalRoot, logger *slog.Logger, published func(shard string, bytes int64)) (int, error) {
 	if store.ReadOnly(h.Store) {
 		return 0, ErrNotWritable
 	}
@@ -31,7 +37,7 @@ func Recover(ctx context.Context, h *zarr.Hierarchy, root *JournalRoot, logger *
 	var errs []error
 	for _, o := range found {
 		path := filepath.Join(root.path, o.name)
-		n, err := replay(ctx, h, o.dir, path, logger)
+		n, err := replay(ctx, h, o.dir, path, logger, published)
 		total += n
 		if err == nil {
 			err = removeJournal(root, o.name, o.dir)
@@ -58,7 +64,7 @@ type shardUpdates struct {
 }
 
 // replay applies one journal into the shards.
-func replay(ctx context.Context, h *zarr.Hierarchy, dir *os.Root, path string, logger *slog.Logger) (int, error) {
+func replay(ctx context.Context, h *zarr.Hierarchy, dir *os.Root, path string, logger *slog.Logger, published func(string, int64)) (int, error) {
 	shards, n, err := collect(h, dir, path, logger)
 	if err != nil {
 		return 0, err
@@ -67,6 +73,13 @@ func replay(ctx context.Context, h *zarr.Hierarchy, dir *os.Root, path string, l
 		su := shards[key]
 		if err := applyShard(ctx, h.Store, su.a, key, su.updates); err != nil {
 			return n, fmt.Errorf("replay into %s: %w", key, err)
+		}
+		if published != nil {
+			var bytes int64
+			for _, u := range su.updates {
+				bytes += int64(len(u.data))
+			}
+			published(key, bytes)
 		}
 	}
 	if n > 0 {

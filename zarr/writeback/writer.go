@@ -68,6 +68,7 @@ type Writer struct {
 
 	published       atomic.Pointer[func(shardKey string)] // see OnPublished
 	publishedChunks atomic.Uint64                         // see Stats
+	log             publishLog
 
 	kick chan struct{}
 	done chan struct{}
@@ -368,7 +369,49 @@ func (w *Writer) publishLoop() {
 				w.opts.Logger.Error(msg, "key", key, "error", err)
 			}
 		}
+		w.log.report(w.opts.Logger, w.Unpublished() == 0) // not under w.mu: publish takes log.mu under it
 	}
+}
+
+// publishLogEvery is how often a writer that keeps publishing logs what
+// it published; it also logs once it has nothing left to publish.
+const publishLogEvery = 10 * time.Second
+
+// publishLog sums up the publishes a writer logs in one line.
+type publishLog struct {
+	mu             sync.Mutex
+	shards, chunks int
+	bytes          int64
+	busy           time.Duration // spent publishing them
+	first, logged  time.Time
+}
+
+// add counts one shard published: chunks inner chunk updates of bytes
+// bytes, which took took.
+func (l *publishLog) add(chunks int, bytes int64, took time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.shards == 0 {
+		l.first = time.Now().Add(-took)
+	}
+	l.shards++
+	l.chunks += chunks
+	l.bytes += bytes
+	l.busy += took
+}
+
+// report logs what was published since the last report, when there is
+// something and the writer is quiet (or publishLogEvery passed).
+func (l *publishLog) report(logger *slog.Logger, quiet bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.shards == 0 || !quiet && time.Since(l.logged) < publishLogEvery {
+		return
+	}
+	logger.Info("published into the store", "shards", l.shards, "chunk_updates", l.chunks, "bytes", l.bytes,
+		"publishing", l.busy.Round(time.Millisecond), "over", time.Since(l.first).Round(time.Millisecond))
+	l.shards, l.chunks, l.bytes, l.busy = 0, 0, 0, 0
+	l.logged = time.Now()
 }
 
 // due lists the shards to publish now: those complete, those of arrays
@@ -435,7 +478,9 @@ func (w *Writer) publish(ctx context.Context, key string) error {
 	for local, pc := range snapshot {
 		updates[local] = update{data: pc.Data, deleted: pc.Deleted}
 	}
+	start := time.Now()
 	err := applyShard(ctx, w.store, ps.a, key, updates)
+	took := time.Since(start)
 	if err == nil {
 		if fn := w.published.Load(); fn != nil {
 			(*fn)(key)
@@ -451,7 +496,9 @@ func (w *Writer) publish(ctx context.Context, key string) error {
 		return fmt.Errorf("publish %s: %w", key, err)
 	}
 	var done []Pos
+	var bytes int64
 	for local, pc := range snapshot {
+		bytes += int64(len(pc.Data))
 		if ps.chunks[local] == pc { // not updated again meanwhile
 			delete(ps.chunks, local)
 			w.pending -= int64(len(pc.Data))
@@ -459,6 +506,7 @@ func (w *Writer) publish(ctx context.Context, key string) error {
 			done = append(done, pc.pos)
 		}
 	}
+	w.log.add(len(snapshot), bytes, took)
 	w.publishedChunks.Add(uint64(len(done)))
 	if len(done) > 0 {
 		if err := w.journal.Published(done); err != nil && !errors.Is(err, ErrJournalLost) {
@@ -483,6 +531,7 @@ func (w *Writer) Flush(ctx context.Context) error {
 		keys := slices.Sorted(maps.Keys(w.shards))
 		w.mu.Unlock()
 		if len(keys) == 0 {
+			w.log.report(w.opts.Logger, true)
 			return nil
 		}
 		errs = errs[:0]

@@ -123,10 +123,22 @@ func Open(ctx context.Context, bucket, prefix string, opts Options) (*Store, err
 			Scopes: []string{scope}, Client: requests.NewClient(opts.Limits).HTTP(),
 		})
 		if err != nil {
-			return nil, fmt.Errorf("gs://%s: no Google credentials (set GOOGLE_APPLICATION_CREDENTIALS, run gcloud auth application-default login, or use --gcs-anonymous for a public bucket): %w", bucket, err)
+			return nil, fmt.Errorf("gs://%s: no Google credentials (%s): %w", bucket, credentialsHint, err)
 		}
 	}
 	return s, nil
+}
+
+// credentialsHint says where Google credentials come from.
+const credentialsHint = "set GOOGLE_APPLICATION_CREDENTIALS to a key file, run gcloud auth application-default login, or use --gcs-anonymous for a public bucket"
+
+// credentialsSource names the key file of GOOGLE_APPLICATION_CREDENTIALS,
+// if it is set.
+func credentialsSource() string {
+	if f := os.Getenv("GOOGLE_APPLICATION_CREDENTIALS"); f != "" {
+		return " of GOOGLE_APPLICATION_CREDENTIALS=" + f
+	}
+	return ""
 }
 
 // String is the store's URL, and the endpoint when it is not Google's:
@@ -181,7 +193,12 @@ func (s *Store) send(ctx context.Context, what, method, u string, body io.Reader
 	if s.creds != nil {
 		tok, err := s.creds.Token(ctx)
 		if err != nil {
-			return nil, requests.Retryable(fmt.Errorf("%s: Google credentials: %w", what, err))
+			err = fmt.Errorf("%s: Google credentials%s: %w (%s)", what, credentialsSource(), err, credentialsHint)
+			var refused *auth.Error
+			if errors.As(err, &refused) && refused.Response != nil && refused.Response.StatusCode/100 == 4 {
+				return nil, err // refused: asking again cannot help
+			}
+			return nil, requests.Retryable(err)
 		}
 		typ := tok.Type
 		if typ == "" {

@@ -2,16 +2,10 @@ package gcsstore_test
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -146,21 +140,7 @@ func TestCredentials(t *testing.T) {
 	}))
 	defer bucket.Close()
 
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pemKey := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: must(x509.MarshalPKCS8PrivateKey(key))})
-	account, _ := json.Marshal(map[string]string{
-		"type": "service_account", "project_id": "p", "private_key_id": "k1", "private_key": string(pemKey),
-		"client_email": "zarrfs@p.iam.gserviceaccount.com", "client_id": "1", "token_uri": tokens.URL + "/token",
-	})
-	file := filepath.Join(t.TempDir(), "account.json")
-	if err := os.WriteFile(file, account, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", file)
-	t.Setenv("STORAGE_EMULATOR_HOST", "")
+	gcstest.UseServiceAccount(t, tokens.URL+"/token")
 	s, err := gcsstore.Open(ctx, "bkt", "p", gcsstore.Options{Endpoint: bucket.URL})
 	if err != nil {
 		t.Fatal(err)
@@ -192,13 +172,6 @@ func TestCredentials(t *testing.T) {
 	if _, err := gcsstore.Open(ctx, "bkt", "", gcsstore.Options{Endpoint: bucket.URL}); err == nil || !strings.Contains(err.Error(), "--gcs-anonymous") {
 		t.Errorf("credentials that cannot be read: %v; want an error saying what to do", err)
 	}
-}
-
-func must[T any](v T, err error) T {
-	if err != nil {
-		panic(err)
-	}
-	return v
 }
 
 // TestRequestKinds: the requests are counted by what they do, as those

@@ -8,6 +8,7 @@ package s3store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,6 +36,8 @@ import (
 type Options struct {
 	// Endpoint overrides AWS_ENDPOINT_URL (e.g. http://127.0.0.1:7070).
 	Endpoint string
+	// Region overrides AWS_REGION and the configuration files' region.
+	Region string
 	// PathStyle addresses the bucket in the path (most servers other
 	// than AWS need it) instead of in the host name.
 	PathStyle bool
@@ -80,9 +83,7 @@ func Open(ctx context.Context, bucket, prefix string, opts Options) (*Store, err
 	if err != nil {
 		return nil, fmt.Errorf("s3: AWS configuration: %w", err)
 	}
-	if cfg.Region == "" {
-		cfg.Region = "us-east-1"
-	}
+	cfg.Region = cmp.Or(opts.Region, cfg.Region, "us-east-1")
 	api := s3.NewFromConfig(cfg, func(o *s3.Options) {
 		if opts.Endpoint != "" {
 			o.BaseEndpoint = aws.String(opts.Endpoint)

@@ -65,11 +65,33 @@ func Open(name string) (*Store, error) {
 	}
 	s, err := New(f, fi.Size(), name, fmt.Sprintf("%x:%x", fi.ModTime().UnixNano(), fi.Size()))
 	if err != nil {
+		if notZip(f) {
+			err = notZipError(name)
+		}
 		f.Close()
 		return nil, err
 	}
 	s.closer = f
 	return s, nil
+}
+
+// notZip reports whether f does not start as zip files do (a local file
+// header, or the end of the central directory of an empty zip).
+func notZip(f io.ReaderAt) bool {
+	magic := make([]byte, 4)
+	if _, err := f.ReadAt(magic, 0); err != nil {
+		return true
+	}
+	return string(magic) != "PK\x03\x04" && string(magic) != "PK\x05\x06"
+}
+
+// notZipError says that the file at name is no store.
+func notZipError(name string) error {
+	switch filepath.Base(name) {
+	case "zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata":
+		return fmt.Errorf("%s is a Zarr metadata file, not a store: give the directory holding it", name)
+	}
+	return fmt.Errorf("%s is a file but not a zip archive: a store is a directory, a zip file (.zip, .ozx) or a URL", name)
 }
 
 // New reads the central directory of the zip of size bytes in r, named
