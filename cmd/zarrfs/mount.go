@@ -276,7 +276,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	logger.Info("mounted", "store", s.String(), "mountpoint", mnt, "view", *view, "read_only", *readOnly)
 	daemonReady()
-	u := &unmounter{server: server, mnt: mnt, writer: writer, logger: logger}
+	u := &unmounter{server: server, mnt: mnt, writer: writer, logger: logger, abandoned: ks.Abandoned}
 	if journals != nil {
 		u.journals = journals.String()
 	}
