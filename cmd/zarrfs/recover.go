@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -36,6 +37,21 @@ func runRecover(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return fail(stderr, fmt.Errorf("recover: %w (%d updates published)", err, n))
 	}
 	fmt.Fprintf(stdout, "published %d updates from journals of writers that died\n", n)
+	// Journals that may hold this store's writes under another name are
+	// named, and leave the store short of them: exit 1.
+	infos, err := writeback.Journals(o.h, root, newLogger(stderr))
+	if err != nil {
+		return fail(stderr, fmt.Errorf("recover: %w", err))
+	}
+	left := false
+	for _, j := range infos {
+		if j.Stray {
+			left = reportStray(stdout, j) || left
+		}
+	}
+	if left {
+		return fail(stderr, errors.New("recover: journals of another endpoint or store were left unpublished (see above)"))
+	}
 	return 0
 }
 

@@ -204,12 +204,12 @@ func name(containerURL, containerName, prefix string) string {
 		return n
 	}
 	u.RawQuery, u.User, u.Fragment = "", nil, "" // a SAS token is no part of the identity
-	if account, ok := strings.CutSuffix(u.Host, ".blob.core.windows.net"); ok && u.Scheme == "https" && !strings.Contains(account, ".") {
+	if account, ok := strings.CutSuffix(strings.ToLower(u.Host), ".blob.core.windows.net"); ok && u.Scheme == "https" && !strings.Contains(account, ".") {
 		return n + "?account=" + account
 	}
 	u.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), "/"+containerName)
 	u.RawPath = ""
-	return n + "?endpoint=" + store.Redacted(u.String())
+	return n + "?endpoint=" + store.Endpoint(u.String())
 }
 
 // String is the store's URL with the account, or the endpoint when it is

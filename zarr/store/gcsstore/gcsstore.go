@@ -107,10 +107,10 @@ func Open(ctx context.Context, bucket, prefix string, opts Options) (*Store, err
 		bucket: bucket, prefix: prefix, readOnly: opts.ReadOnly,
 	}
 	s.name = "gs://" + bucket + "/" + strings.TrimSuffix(prefix, "/")
-	if s.endpoint != Google {
+	if ep := store.Endpoint(s.endpoint); ep != Google {
 		// gs://b/p on two servers are two stores, whose journals and
 		// caches must not mix.
-		s.name += "?endpoint=" + store.Redacted(s.endpoint)
+		s.name += "?endpoint=" + ep
 	}
 	if !anonymous {
 		scope := "https://www.googleapis.com/auth/devstorage.read_write"

@@ -113,7 +113,7 @@ func name(bucket, prefix string, o s3.Options) string {
 	if o.BaseEndpoint == nil {
 		return n
 	}
-	n += "?endpoint=" + store.Redacted(*o.BaseEndpoint)
+	n += "?endpoint=" + store.Endpoint(*o.BaseEndpoint)
 	if o.UsePathStyle {
 		n += "&path-style"
 	}
