@@ -85,6 +85,15 @@ var faultyRemotes = []struct {
 // GCS's upload (POST), and DELETE.
 var writes = faultproxy.Methods(http.MethodPut, http.MethodPost, http.MethodDelete)
 
+// uploads are S3's and Azure's PUT and GCS's POST.
+var uploads = faultproxy.Methods(http.MethodPut, http.MethodPost)
+
+// creates are the uploads on condition that nothing is there: S3's and
+// Azure's If-None-Match: *, GCS's ifGenerationMatch=0.
+func creates(r *http.Request) bool {
+	return uploads(r) && (r.Header.Get("If-None-Match") == "*" || r.URL.Query().Get("ifGenerationMatch") == "0")
+}
+
 // lostAnswer stores the write and drops the answer.
 var lostAnswer = faultproxy.Fault{DropAnswer: true}
 
@@ -110,7 +119,7 @@ func umountPublishes(t *testing.T, m *integration.Mount, limit time.Duration) {
 	}
 }
 
-// createDatasetsScript creates three arrays with zarr-python 2's
+// createDatasetsScript creates six arrays with zarr-python 2's
 // create_dataset in the v2 view of the mount ARGV[1], writes them, reads
 // each back and prints their digests (little-endian C order).
 const createDatasetsScript = `
@@ -119,7 +128,7 @@ import numpy as np, zarr
 v2 = os.path.join(sys.argv[1], "v2")
 g = zarr.open_group(v2, mode="a")
 out = {}
-for i in range(3):
+for i in range(6):
     name = "ds%d" % i
     a = g.create_dataset(name, shape=(20, 12), chunks=(5, 4), dtype="<i4")
     data = (np.arange(240, dtype="<i4").reshape(20, 12) + 1) * (i + 1)
@@ -143,7 +152,8 @@ print(hashlib.sha256(data.tobytes()).hexdigest())
 
 // TestLostAnswers: writes whose answer is lost after the server stored
 // them, on S3 (versitygw), GCS (fake-gcs-server) and Azure (Azurite):
-//   - zarr-python's create_dataset, with every second answer lost: a
+//   - zarr-python's create_dataset, with every second create's and every
+//     second other upload's answer lost: a
 //     node's zarr.json is created only if nothing is there, and the retry
 //     of a create whose answer was lost finds it there: that is the
 //     create succeeding, not EEXIST;
@@ -165,10 +175,19 @@ func TestLostAnswers(t *testing.T) {
 				v3Root(t, dir)
 				r := kind.start(t, dir, "created")
 				m := mount(t, r.url, append(r.args, "--journal-dir", t.TempDir())...)
-				r.proxy.SetRule(faultproxy.Every(2, nil, lostAnswer))
+				// Of the creates (whose answer the mount never saw lost) and of
+				// the other uploads apart, so that creates meet it too
+				// whatever the publishes between them.
+				lostCreate, lostUpdate := faultproxy.Every(2, creates, lostAnswer), faultproxy.Every(2, uploads, lostAnswer)
+				r.proxy.SetRule(func(req *http.Request) faultproxy.Fault {
+					if creates(req) {
+						return lostCreate(req)
+					}
+					return lostUpdate(req)
+				})
 				out, err := exec.Command("/usr/bin/python3", "-c", createDatasetsScript, m.Dir).Output()
 				if err != nil {
-					t.Fatalf("zarr-python with every second answer lost: %v\n%s\nzarrfs log:\n%s", err, stderrOf(err), m.Log())
+					t.Fatalf("zarr-python with every second upload's answer lost: %v\n%s\nzarrfs log:\n%s", err, stderrOf(err), m.Log())
 				}
 				var want map[string]string
 				if err := json.Unmarshal(out, &want); err != nil {
@@ -210,11 +229,11 @@ func TestLostAnswers(t *testing.T) {
 				a := storeArray(t, dir, "int32_raw_3d") // 4 shards of 2x2x2 inner chunks, any 120 bytes a chunk
 				r := kind.start(t, dir, "published")
 				m := mount(t, r.url, append(r.args, "--journal-dir", t.TempDir())...)
-				var uploads atomic.Int64
+				var sent atomic.Int64
 				firstLost := faultproxy.FirstTries(writes, lostAnswer)
 				r.proxy.SetRule(func(req *http.Request) faultproxy.Fault {
-					if req.Method == http.MethodPut || req.Method == http.MethodPost {
-						uploads.Add(1)
+					if uploads(req) {
+						sent.Add(1)
 					}
 					return firstLost(req)
 				})
@@ -227,10 +246,10 @@ func TestLostAnswers(t *testing.T) {
 					}
 				}
 				umountPublishes(t, m, 2*time.Minute)
-				t.Logf("%d uploads for %d shards", uploads.Load(), len(chunks))
+				t.Logf("%d uploads for %d shards", sent.Load(), len(chunks))
 				// Each publish: the first attempt, stored and its answer lost,
 				// and the retry, refused for that value, which settles it.
-				if n := uploads.Load(); n > int64(2*len(chunks)+2) {
+				if n := sent.Load(); n > int64(2*len(chunks)+2) {
 					t.Errorf("%d uploads published %d shards; want 2 each: a publish whose retry meets its own value is done", n, len(chunks))
 				}
 				got := r.download(t)
