@@ -575,7 +575,9 @@ type journalDir struct {
 	dir        *os.Root
 	owner      *os.File
 	// store is the store it names ("" for one made before journals named
-	// their store); home, whether it is in the directory of root's store.
+	// their store); home, whether it is in the directory of root's store,
+	// whose root outlives it (another store's directory is opened for it
+	// alone and closed with it).
 	store string
 	home  bool
 }
@@ -585,6 +587,9 @@ func (j journalDir) path() string { return filepath.Join(j.parentPath, j.name) }
 func (j journalDir) close() {
 	j.owner.Close()
 	j.dir.Close()
+	if !j.home {
+		j.parent.Close()
+	}
 }
 
 // ours reports whether the journal's writes belong to root's store: it
@@ -624,7 +629,8 @@ func journalDirs(root *JournalRoot, write bool, skip func(path string, err error
 		return nil
 	}
 	if root.root != nil {
-		if err := journalsIn(root.root, root.path, true, write, skip, fn); err != nil {
+		open := func() (*os.Root, error) { return root.root, nil }
+		if err := journalsIn(root.root, root.path, open, true, write, skip, fn); err != nil {
 			return err
 		}
 	}
@@ -643,7 +649,8 @@ func journalDirs(root *JournalRoot, write bool, skip func(path string, err error
 		if err != nil || sub == nil {
 			continue // not this user's: none of its journals are
 		}
-		err = journalsIn(sub, filepath.Join(root.basePath, name), false, write, func(string, error) {}, fn)
+		open := func() (*os.Root, error) { return openPrivateDir(root.base, name, false) }
+		err = journalsIn(sub, filepath.Join(root.basePath, name), open, false, write, func(string, error) {}, fn)
 		sub.Close()
 		if err != nil {
 			return err
@@ -652,14 +659,15 @@ func journalDirs(root *JournalRoot, write bool, skip func(path string, err error
 	return nil
 }
 
-// journalsIn calls fn for every journal directory in parent (at path).
-func journalsIn(parent *os.Root, path string, home, write bool, skip func(string, error), fn func(journalDir) error) error {
+// journalsIn calls fn for every journal directory in parent (at path),
+// each with the parent that open gives.
+func journalsIn(parent *os.Root, path string, open func() (*os.Root, error), home, write bool, skip func(string, error), fn func(journalDir) error) error {
 	names, err := dirNames(parent, path)
 	if err != nil {
 		return err
 	}
 	for _, name := range names {
-		j := journalDir{parent: parent, parentPath: path, name: name, home: home}
+		j := journalDir{parentPath: path, name: name, home: home}
 		dir, err := openPrivateDir(parent, name, false)
 		if err != nil || dir == nil {
 			skip(j.path(), err)
@@ -669,6 +677,15 @@ func journalsIn(parent *os.Root, path string, home, write bool, skip func(string
 		if errors.Is(err, fs.ErrNotExist) {
 			dir.Close() // being created
 			continue
+		}
+		if err == nil {
+			j.parent, err = open()
+			if err == nil && j.parent == nil {
+				err = fs.ErrNotExist
+			}
+			if err != nil {
+				owner.Close()
+			}
 		}
 		if err != nil {
 			dir.Close()
