@@ -184,7 +184,7 @@ func trusted(dir string, fi fs.FileInfo, base bool) error {
 	case !fi.IsDir():
 		return fmt.Errorf("%w: %s is not a directory", ErrUntrusted, dir)
 	case fi.Mode().Perm()&0o022 != 0 && (base || fi.Mode()&fs.ModeSticky == 0):
-		return fmt.Errorf("%w: %s is writable by group or others (mode %#o): they can move the journals in it", ErrUntrusted, dir, fi.Mode()&(fs.ModePerm|fs.ModeSticky))
+		return fmt.Errorf("%w: %s is writable by group or others (mode %v): they can move the journals in it", ErrUntrusted, dir, fi.Mode())
 	}
 	return nil
 }
