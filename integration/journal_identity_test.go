@@ -70,24 +70,16 @@ func TestJournalsUnderOtherEndpoints(t *testing.T) {
 			srv.Upload(t, dir, "zarr", "p")
 			srv.SetEnv(t)
 			return "s3://zarr/p", faultproxy.Start(t, srv.Endpoint), func(endpoint string) ([]string, []string) {
-					return []string{"--s3-endpoint", endpoint, "--s3-path-style"}, nil
-				}, func(t *testing.T) string {
-					d := t.TempDir()
-					srv.Download(t, "zarr", "p", d)
-					return d
-				}
+				return []string{"--s3-endpoint", endpoint, "--s3-path-style"}, nil
+			}, downloadTo(srv.Download, "zarr", "p")
 		}},
 		{"gcs", func(t *testing.T, dir string) (string, *faultproxy.Proxy, func(string) ([]string, []string), func(*testing.T) string) {
 			srv := gcstest.Start(t)
 			srv.Bucket(t, "zarr")
 			srv.Upload(t, dir, "zarr", "p")
 			return "gs://zarr/p", faultproxy.Start(t, srv.Endpoint), func(endpoint string) ([]string, []string) {
-					return nil, []string{"STORAGE_EMULATOR_HOST=" + endpoint}
-				}, func(t *testing.T) string {
-					d := t.TempDir()
-					srv.Download(t, "zarr", "p", d)
-					return d
-				}
+				return nil, []string{"STORAGE_EMULATOR_HOST=" + endpoint}
+			}, downloadTo(srv.Download, "zarr", "p")
 		}},
 		{"az", func(t *testing.T, dir string) (string, *faultproxy.Proxy, func(string) ([]string, []string), func(*testing.T) string) {
 			srv := aztest.Start(t)
@@ -97,12 +89,8 @@ func TestJournalsUnderOtherEndpoints(t *testing.T) {
 				t.Setenv(k, v)
 			}
 			return "az://zarr/p", faultproxy.Start(t, strings.TrimSuffix(srv.Endpoint, "/"+aztest.Account)), func(endpoint string) ([]string, []string) {
-					return []string{"--az-endpoint", strings.TrimSuffix(endpoint, "/") + "/" + aztest.Account}, nil
-				}, func(t *testing.T) string {
-					d := t.TempDir()
-					srv.Download(t, "zarr", "p", d)
-					return d
-				}
+				return []string{"--az-endpoint", strings.TrimSuffix(endpoint, "/") + "/" + aztest.Account}, nil
+			}, downloadTo(srv.Download, "zarr", "p")
 		}},
 	}
 	for _, kind := range kinds {
@@ -183,11 +171,7 @@ func TestJournalBaseOfAnotherUser(t *testing.T) {
 	}
 	flags := []string{"--s3-endpoint", proxy.URL, "--s3-path-style", "--journal-dir", base}
 	a, coords, content := journaledWrite(t, dir, "s3://zarr/a", proxy, flags...)
-	download := func(prefix string) string {
-		d := t.TempDir()
-		srv.Download(t, "zarr", prefix, d)
-		return d
-	}
+	download := func(prefix string) string { return downloadTo(srv.Download, "zarr", prefix)(t) }
 	before := tree(t, download("b"))
 
 	// nobody's directory, as another user's under /tmp; nobody renames

@@ -49,11 +49,7 @@ var faultyRemotes = []struct {
 		srv.Upload(t, dir, "zarr", prefix)
 		p := faultproxy.Start(t, srv.Endpoint)
 		useS3(t, srv, p.URL)
-		return faultyRemote{url: "s3://zarr/" + prefix, args: []string{"--s3-path-style"}, proxy: p, download: func(t *testing.T) string {
-			d := t.TempDir()
-			srv.Download(t, "zarr", prefix, d)
-			return d
-		}}
+		return faultyRemote{url: "s3://zarr/" + prefix, args: []string{"--s3-path-style"}, proxy: p, download: downloadTo(srv.Download, "zarr", prefix)}
 	}},
 	{"gcs", func(t *testing.T, dir, prefix string) faultyRemote {
 		srv := gcstest.Start(t)
@@ -61,11 +57,7 @@ var faultyRemotes = []struct {
 		srv.Upload(t, dir, "zarr", prefix)
 		p := faultproxy.Start(t, srv.Endpoint)
 		t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(p.URL, "http://"))
-		return faultyRemote{url: "gs://zarr/" + prefix, proxy: p, download: func(t *testing.T) string {
-			d := t.TempDir()
-			srv.Download(t, "zarr", prefix, d)
-			return d
-		}}
+		return faultyRemote{url: "gs://zarr/" + prefix, proxy: p, download: downloadTo(srv.Download, "zarr", prefix)}
 	}},
 	{"az", func(t *testing.T, dir, prefix string) faultyRemote {
 		srv := aztest.Start(t)
@@ -73,12 +65,18 @@ var faultyRemotes = []struct {
 		srv.Upload(t, dir, "zarr", prefix)
 		p := faultproxy.Start(t, strings.TrimSuffix(srv.Endpoint, "/"+aztest.Account))
 		aztest.SetEnv(t, p.URL+"/"+aztest.Account)
-		return faultyRemote{url: "az://zarr/" + prefix, proxy: p, download: func(t *testing.T) string {
-			d := t.TempDir()
-			srv.Download(t, "zarr", prefix, d)
-			return d
-		}}
+		return faultyRemote{url: "az://zarr/" + prefix, proxy: p, download: downloadTo(srv.Download, "zarr", prefix)}
 	}},
+}
+
+// downloadTo returns a function that copies prefix of bucket into a new
+// directory with download (a server's Download).
+func downloadTo(download func(t testing.TB, bucket, prefix, dir string), bucket, prefix string) func(*testing.T) string {
+	return func(t *testing.T) string {
+		d := t.TempDir()
+		download(t, bucket, prefix, d)
+		return d
+	}
 }
 
 // writes are the requests that change a bucket: S3's and Azure's PUT,
