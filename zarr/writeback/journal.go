@@ -721,19 +721,18 @@ func dirNames(r *os.Root, path string) ([]string, error) {
 func orphans(root *JournalRoot, skip func(string, error), stray func(journalDir)) ([]journalDir, error) {
 	var out []journalDir
 	err := journalDirs(root, true, skip, func(j journalDir) error {
-		switch {
-		case !j.ours(root):
+		if !j.ours(root) {
 			if j.stray(root) {
 				stray(j)
 			}
 			j.close()
-		default:
-			if ok, _ := store.TryLock(j.owner); !ok {
-				j.close() // alive
-				return nil
-			}
-			out = append(out, j)
+			return nil
 		}
+		if ok, _ := store.TryLock(j.owner); !ok {
+			j.close() // alive
+			return nil
+		}
+		out = append(out, j)
 		return nil
 	})
 	return out, err

@@ -24,7 +24,7 @@ func Recover(ctx context.Context, h *zarr.Hierarchy, root *JournalRoot, logger *
 		return 0, ErrNotWritable
 	}
 	found, err := orphans(root, skipLogger(logger), func(j journalDir) {
-		logger.Warn("a journal of another store: left alone", "journal", j.path(), "store", j.store, "this store", root.store)
+		logger.Warn("a journal of another store or endpoint: left alone, never replayed into this store", "journal", j.path(), "its store", j.store, "this store", root.store)
 	})
 	if err != nil {
 		return 0, err
