@@ -313,8 +313,8 @@ func sha256Hex(b []byte) string {
 // writer's close with EINVAL, logs the key and the reason, and leaves the
 // store unchanged; mkdir of a name the store keeps for its own files
 // (its state directory, lock and temporary files) is EPERM; a directory
-// whose metadata never arrives is dropped at unmount, and the log says
-// so.
+// whose metadata never arrives is dropped at unmount, the log says so and
+// the mount exits 1.
 func TestCreateRefused(t *testing.T) {
 	dir := t.TempDir()
 	v3Root(t, dir)
@@ -358,12 +358,17 @@ func TestCreateRefused(t *testing.T) {
 	if err := writeTrunc(filepath.Join(v2, "orphan", "sub", "0.0"), []byte("chunk")); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Stop(); err != nil {
-		t.Fatal(err)
+	// What was written into them is not in the store: the unmount says
+	// so and exits 1.
+	if err := m.Stop(); err == nil || !strings.Contains(err.Error(), "exit status 1") {
+		t.Fatalf("unmounting with directories whose metadata never arrived: %v; want exit status 1", err)
 	}
 	requireSameFiles(t, before, storeFiles(t, dir))
 	if !strings.Contains(m.Log(), "directory dropped at unmount") || !strings.Contains(m.Log(), "path=orphan files=1") {
 		t.Errorf("the log does not name the directory dropped at unmount:\n%s", m.Log())
+	}
+	if !strings.Contains(m.Log(), "directories made in the mount, holding") || strings.Contains(m.Log(), "every acknowledged write is in the store") {
+		t.Errorf("the unmount's summary does not say what it dropped:\n%s", m.Log())
 	}
 }
 

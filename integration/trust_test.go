@@ -321,8 +321,9 @@ func TestTrustJournalModes(t *testing.T) {
 // TestTrustS3EndpointJournals: one bucket and prefix on two S3 servers
 // are two stores. A mount of the first dies with a write it could not
 // publish (the server refused its PUTs); `zarrfs recover` of the same
-// s3:// URL on the second server must not publish that write there, and
-// the journal of the first is replayed into the first only.
+// s3:// URL on the second server must not publish that write there (it
+// names the first server's journal and exits 1), and the journal of the
+// first is replayed into the first only.
 func TestTrustS3EndpointJournals(t *testing.T) {
 	one, two := s3test.Start(t), s3test.Start(t)
 	dir, _ := writeStore(t)
@@ -361,9 +362,11 @@ func TestTrustS3EndpointJournals(t *testing.T) {
 	before := t.TempDir()
 	two.Download(t, "zarr", "p", before)
 
+	// The first server's journal is named (the same bucket and prefix
+	// through another endpoint), not published: exit 1.
 	out, err := exec.Command(zarrfsBin, append([]string{"recover"}, append(flags(two.Endpoint), "s3://zarr/p")...)...).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "published 0 updates") {
-		t.Errorf("zarrfs recover of s3://zarr/p on the second server: %v, want nothing published\n%s", err, out)
+	if exitCode(err) != 1 || !strings.Contains(string(out), "published 0 updates") || !strings.Contains(string(out), "ELSEWHERE") {
+		t.Errorf("zarrfs recover of s3://zarr/p on the second server: %v, want nothing published and the first server's journal named\n%s", err, out)
 	}
 	after := t.TempDir()
 	two.Download(t, "zarr", "p", after)

@@ -3,7 +3,9 @@ package integration_test
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,11 +15,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	zfs "github.com/zarrfs/zarrfs/fs"
+	"github.com/zarrfs/zarrfs/integration"
 	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/nd"
 	"github.com/zarrfs/zarrfs/zarr/store/s3store/s3test"
@@ -329,4 +334,56 @@ func TestSIGTERMWhileWritingZarrPython(t *testing.T) {
 		}
 	}
 	checkStore(t, dir)
+}
+
+// TestUmountSaysWhatWasDropped: a directory made in the mount whose
+// metadata never arrives is dropped at unmount with the file written into
+// it. `zarrfs umount` must not say every acknowledged write is in the
+// store: it names what it dropped and exits 1.
+func TestUmountSaysWhatWasDropped(t *testing.T) {
+	dir := t.TempDir()
+	v3Root(t, dir)
+	m := mount(t, dir)
+	orphan := filepath.Join(m.Dir, "v2", "orphan")
+	if err := os.Mkdir(orphan, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeTrunc(filepath.Join(orphan, "0"), []byte("a chunk, acknowledged")); err != nil {
+		t.Fatal(err)
+	}
+	waitControl(t, m)
+	out, err := exec.Command(zarrfsBin, "umount", m.Dir).CombinedOutput()
+	if exitCode(err) != 1 || strings.Contains(string(out), "every acknowledged write is in the store") ||
+		!strings.Contains(string(out), "dropped 1 directories made in the mount, holding 1 file(s)") {
+		t.Errorf("zarrfs umount with a directory whose metadata never arrived: %v, printed %q; want exit 1 naming what it dropped\n%s", err, out, m.Log())
+	}
+	m.Wait(30 * time.Second) // exits 1, as the umount said
+	if mounted, _ := zfs.Mounted(m.Dir); mounted {
+		t.Errorf("%s is still mounted", m.Dir)
+	}
+}
+
+// waitControl waits (10 s at most) for the control socket through which
+// `zarrfs umount` reaches the mount process, which it opens once mounted:
+// /run/zarrfs (root) or $TMPDIR/zarrfs-UID, named by the mount point.
+func waitControl(t *testing.T, m *integration.Mount) {
+	t.Helper()
+	abs, err := filepath.EvalSymlinks(m.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(os.TempDir(), "zarrfs-"+strconv.Itoa(os.Geteuid()))
+	if os.Geteuid() == 0 {
+		dir = "/run/zarrfs"
+	}
+	sum := sha256.Sum256([]byte(abs))
+	sock := filepath.Join(dir, hex.EncodeToString(sum[:8])+".sock")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(sock); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no control socket %s within 10s:\n%s", sock, m.Log())
+		}
+	}
 }

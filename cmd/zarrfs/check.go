@@ -110,6 +110,8 @@ func reportJournals(o *openedStore, sf storeFlags, stdout, stderr io.Writer) (bo
 	unpublished := false
 	for _, j := range infos {
 		switch {
+		case j.Stray:
+			unpublished = reportStray(stdout, j) || unpublished
 		case j.Alive:
 			fmt.Fprintf(stdout, "JOURNAL %s: its writer is running and publishes it\n", j.Dir)
 		case j.Records > 0:
@@ -119,4 +121,24 @@ func reportJournals(o *openedStore, sf storeFlags, stdout, stderr io.Writer) (bo
 		}
 	}
 	return unpublished, nil
+}
+
+// reportStray names a journal that is not the store's but that its user
+// must hear of (writeback.JournalInfo.Stray), and reports whether it holds
+// updates of a writer that died.
+func reportStray(stdout io.Writer, j writeback.JournalInfo) bool {
+	theirs := "another store's, in this store's journal directory (zarrfs recover of that store publishes it)"
+	if j.OtherEndpoint {
+		theirs = "the same bucket and prefix through another endpoint: if that is this store's server under another name, zarrfs recover with that endpoint publishes it"
+	}
+	switch {
+	case j.Alive:
+		fmt.Fprintf(stdout, "JOURNAL %s of %s: its writer is running; %s\n", j.Dir, j.Store, theirs)
+		return false
+	case j.Records > 0:
+		fmt.Fprintf(stdout, "ELSEWHERE %s: %d updates of %d shards (%s) of %s, not published into this store: %s\n",
+			j.Dir, j.Records, len(j.Shards), abbreviate(strings.Join(j.Shards, " "), 200), j.Store, theirs)
+		return true
+	}
+	return false
 }

@@ -185,6 +185,9 @@ type unmounter struct {
 	writer   *writeback.Writer // nil on read-only mounts
 	journals string
 	logger   *slog.Logger
+	// abandoned counts what the views drop at unmount: directories whose
+	// metadata never arrived, and the files written into them.
+	abandoned func() (dirs, files int, bytes int64)
 
 	mu       sync.Mutex // serialises the unmounts and the report
 	draining bool       // a signal came: unmount as soon as no file is open
@@ -293,6 +296,8 @@ func (u *unmounter) forceLocked(ctx context.Context, r *controlRequest) {
 		if err := u.writer.Flush(context.WithoutCancel(ctx)); err != nil {
 			lines = append(lines, fmt.Sprintf("publishing failed; the writes stay journaled: %v", err))
 			code = 1
+		} else if dirs, files, _ := u.abandonedNow(); dirs > 0 {
+			lines = append(lines, fmt.Sprintf("published every write acknowledged so far but the %d file(s) in %d directories whose metadata (.zgroup, .zarray or zarr.json) has not arrived", files, dirs))
 		} else {
 			lines = append(lines, "published every write acknowledged so far")
 		}
@@ -320,6 +325,7 @@ func (u *unmounter) finish(ctx context.Context) int {
 	u.mu.Unlock()
 	var lines []string
 	code := 0
+	dropped := u.droppedLine()
 	switch {
 	case u.writer == nil:
 		lines = append(lines, "read-only: nothing to publish")
@@ -334,9 +340,15 @@ func (u *unmounter) finish(ctx context.Context) int {
 		case err != nil:
 			lines = append(lines, fmt.Sprintf("%d updates could not be published and stay in the journal under %s (zarrfs recover or the next read-write mount publishes them): %v", u.writer.Unpublished(), u.journals, err))
 			code = 1
+		case dropped != "":
+			lines = append(lines, fmt.Sprintf("published the %d pending updates", pending))
 		default:
 			lines = append(lines, fmt.Sprintf("published the %d pending updates: every acknowledged write is in the store", pending))
 		}
+	}
+	if dropped != "" {
+		lines = append(lines, dropped)
+		code = 1
 	}
 	for _, l := range lines {
 		if code == 0 {
@@ -352,6 +364,24 @@ func (u *unmounter) finish(ctx context.Context) int {
 		r.finish(lines, code)
 	}
 	return code
+}
+
+// abandonedNow counts the directories whose metadata has not arrived
+// and the files in them (none when the views cannot tell).
+func (u *unmounter) abandonedNow() (dirs, files int, bytes int64) {
+	if u.abandoned == nil {
+		return 0, 0, 0
+	}
+	return u.abandoned()
+}
+
+// droppedLine says what the views drop at unmount, "" when nothing.
+func (u *unmounter) droppedLine() string {
+	dirs, files, bytes := u.abandonedNow()
+	if dirs == 0 {
+		return ""
+	}
+	return fmt.Sprintf("dropped %d directories made in the mount, holding %d file(s) of %d bytes: their metadata (.zgroup, .zarray or zarr.json) never arrived, so they are not in the store (the log names each)", dirs, files, bytes)
 }
 
 // umountVia asks the mount process of mnt to unmount and relays its

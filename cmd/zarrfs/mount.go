@@ -282,7 +282,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(stderr, fmt.Errorf("mount %s: %w", mnt, err))
 	}
 	logger.Info("mounted", "store", s.String(), "mountpoint", mnt, "view", *view, "read_only", *readOnly)
-	u := &unmounter{server: server, mnt: mnt, writer: writer, logger: logger}
+	u := &unmounter{server: server, mnt: mnt, writer: writer, logger: logger, abandoned: ks.Abandoned}
 	if journals != nil {
 		u.journals = journals.String()
 	}

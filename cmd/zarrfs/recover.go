@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -33,13 +34,15 @@ func runRecover(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	logger := newLogger(stderr)
 	p := startProgress("recover", "shards", stderr)
-	if infos, err := writeback.Journals(o.h, root, logger); err == nil {
-		var total int64
-		for _, j := range infos {
-			total += int64(len(j.Shards))
-		}
-		p.setTotal(total)
+	infos, err := writeback.Journals(o.h, root, logger)
+	if err != nil {
+		return fail(stderr, fmt.Errorf("recover: %w", err))
 	}
+	var total int64
+	for _, j := range infos {
+		total += int64(len(j.Shards))
+	}
+	p.setTotal(total)
 	n, err := writeback.RecoverReporting(ctx, o.h, root, logger, func(_ string, bytes int64) { p.add(1, bytes) })
 	p.end()
 	if code, stopped := interrupted(ctx); stopped {
@@ -50,6 +53,17 @@ func runRecover(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return fail(stderr, fmt.Errorf("recover: %w (%d updates published)", err, n))
 	}
 	fmt.Fprintf(stdout, "published %d updates into %d shards from journals of writers that died, %s\n", n, p.done.Load(), p)
+	// Journals that may hold this store's writes under another name are
+	// named, and leave the store short of them: exit 1.
+	left := false
+	for _, j := range infos {
+		if j.Stray {
+			left = reportStray(stdout, j) || left
+		}
+	}
+	if left {
+		return fail(stderr, errors.New("recover: journals of another endpoint or store were left unpublished (see above)"))
+	}
 	return 0
 }
 

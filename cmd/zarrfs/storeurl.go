@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -56,7 +54,8 @@ func (sf storeFlags) open(ctx context.Context, l registry.Location, readOnly boo
 // STORE/.zarrfs/journal, and for a remote store under dir (default: the
 // user's state directory), one directory per store identity (its URL with
 // the endpoint). Every directory zarrfs makes there is 0700; an existing
-// one must be a plain directory of this user that others cannot write
+// one must be a plain directory of this user that others cannot write, and
+// no other user may be able to change dir or a directory above it
 // (writeback.ErrUntrusted otherwise). With create (read-write mounts) what
 // is missing is made; without, nil means there are no journals.
 func openJournals(l registry.Location, s store.Store, dir string, create bool) (*writeback.JournalRoot, error) {
@@ -77,11 +76,5 @@ func openJournals(l registry.Location, s store.Store, dir string, create bool) (
 		}
 		dir = filepath.Join(state, "zarrfs", "journals")
 	}
-	if create {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("journal directory: %w", err)
-		}
-	}
-	sum := sha256.Sum256([]byte(s.String()))
-	return writeback.OpenJournalRoot(dir, create, hex.EncodeToString(sum[:8]))
+	return writeback.StoreJournalRoot(dir, s.String(), create)
 }

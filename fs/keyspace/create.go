@@ -536,24 +536,52 @@ func (t *temps) filesUnder(v View, p string) []string {
 	return out
 }
 
-// logAbandoned logs, at unmount, each directory that never got its
-// metadata: it and the files it holds are dropped.
-func (f *FS) logAbandoned() {
+// abandonedDir is a pending directory whose metadata never arrived,
+// with the files it and its subdirectories hold.
+type abandonedDir struct {
+	view, path string
+	files      int
+	bytes      int64
+}
+
+// abandoned lists the pending directories whose metadata never arrived,
+// each with what it holds; a directory inside another is counted with it.
+func (f *FS) abandoned() []abandonedDir {
 	f.temps.mu.Lock()
 	defer f.temps.mu.Unlock()
+	var out []abandonedDir
 	for k := range f.temps.dirs {
 		view, p, _ := strings.Cut(k, ":")
 		if f.temps.dirs[tempKey(viewNamed(view), parentOf(p))] {
 			continue // told with its top directory
 		}
-		files, size := 0, int64(0)
+		d := abandonedDir{view: view, path: p}
 		for fk, t := range f.temps.files {
 			if strings.HasPrefix(fk, k+"/") {
-				files, size = files+1, size+t.counted
+				d.files, d.bytes = d.files+1, d.bytes+t.counted
 			}
 		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// Abandoned counts what unmounting drops: the pending directories whose
+// metadata never arrived, and the files written into them, which are not
+// in the store.
+func (f *FS) Abandoned() (dirs, files int, bytes int64) {
+	for _, d := range f.abandoned() {
+		dirs, files, bytes = dirs+1, files+d.files, bytes+d.bytes
+	}
+	return dirs, files, bytes
+}
+
+// logAbandoned logs, at unmount, each directory that never got its
+// metadata: it and the files it holds are dropped.
+func (f *FS) logAbandoned() {
+	for _, d := range f.abandoned() {
 		f.opts.Logger.Warn("directory dropped at unmount: its metadata (.zgroup, .zarray or zarr.json) never arrived, so nothing of it was stored",
-			"view", view, "path", p, "files", files, "bytes", size)
+			"view", d.view, "path", d.path, "files", d.files, "bytes", d.bytes)
 	}
 }
 

@@ -84,8 +84,12 @@ const (
 )
 
 // OpenJournal creates a new journal directory under root: 0700, its files
-// 0600, and an owner file that marks it as a journal zarrfs made.
+// 0600, and an owner file that marks it as a journal zarrfs made and
+// names root's store.
 func OpenJournal(root *JournalRoot) (*Journal, error) {
+	if root == nil || root.root == nil {
+		return nil, errors.New("journal: no journal directory")
+	}
 	host, _ := os.Hostname()
 	var r [4]byte
 	rand.Read(r[:])
@@ -107,7 +111,7 @@ func OpenJournal(root *JournalRoot) (*Journal, error) {
 		j.owner = owner
 		if ok, lerr := store.TryLock(owner); !ok || lerr != nil {
 			err = fmt.Errorf("cannot lock the owner file: %v", lerr)
-		} else if _, err = owner.WriteString(ownerMagic); err == nil {
+		} else if _, err = owner.WriteString(ownerContent(root.store)); err == nil {
 			err = dir.Rename(ownerTemp, ownerFile)
 		}
 	}
@@ -316,7 +320,7 @@ func (j *Journal) Close() error {
 // remove deletes the journal's files and its directory; j.mu must be held
 // (or j not yet shared).
 func (j *Journal) remove() error {
-	err := removeJournal(j.parent, j.name, j.dir)
+	err := removeJournal(j.parent.root, j.parent.path, j.name, j.dir)
 	if j.owner != nil {
 		j.owner.Close() // the lock is held until the files are gone
 	}
@@ -324,10 +328,11 @@ func (j *Journal) remove() error {
 	return err
 }
 
-// removeJournal deletes the journal directory name in root, dir open on
-// it: the files a journal holds, then the directory. Anything else in it
-// stays, and so does the directory: zarrfs removes only what it made.
-func removeJournal(root *JournalRoot, name string, dir *os.Root) error {
+// removeJournal deletes the journal directory name in parent (at
+// parentPath), dir open on it: the files a journal holds, then the
+// directory. Anything else in it stays, and so does the directory: zarrfs
+// removes only what it made.
+func removeJournal(parent *os.Root, parentPath, name string, dir *os.Root) error {
 	f, err := dir.Open(".")
 	if err != nil {
 		return err
@@ -346,8 +351,8 @@ func removeJournal(root *JournalRoot, name string, dir *os.Root) error {
 		}
 	}
 	// A directory holding more than a journal stays, as does what it holds.
-	if err := root.root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTEMPTY) {
-		errs = append(errs, fmt.Errorf("journal %s: %w", filepath.Join(root.path, name), err))
+	if err := parent.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTEMPTY) {
+		errs = append(errs, fmt.Errorf("journal %s: %w", filepath.Join(parentPath, name), err))
 	}
 	return errors.Join(errs...)
 }
@@ -561,67 +566,173 @@ func readSegment(dir *os.Root, name string) ([]byte, error) {
 	return io.ReadAll(f)
 }
 
-// orphan is a journal whose writer died, locked by this process for replay.
-type orphan struct {
-	name  string
-	dir   *os.Root
-	owner *os.File
+// journalDir is a journal directory zarrfs made, open, with its owner
+// file.
+type journalDir struct {
+	parent     *os.Root // the directory holding it
+	parentPath string
+	name       string
+	dir        *os.Root
+	owner      *os.File
+	// store is the store it names ("" for one made before journals named
+	// their store); home, whether it is in the directory of root's store,
+	// whose root outlives it (another store's directory is opened for it
+	// alone and closed with it).
+	store string
+	home  bool
 }
 
-func (o orphan) close() {
-	o.owner.Close()
-	o.dir.Close()
+func (j journalDir) path() string { return filepath.Join(j.parentPath, j.name) }
+
+func (j journalDir) close() {
+	j.owner.Close()
+	j.dir.Close()
+	if !j.home {
+		j.parent.Close()
+	}
 }
 
-// journalDirs calls fn for every journal directory in root, open, with
-// its owner file, opened for writing with write. Entries that are not
-// journals zarrfs made are passed over and reported to skip.
-func journalDirs(root *JournalRoot, write bool, skip func(name string, err error), fn func(name string, dir *os.Root, owner *os.File) error) error {
+// ours reports whether the journal's writes belong to root's store: it
+// names the store, or, made before journals named their store, it is in
+// the store's own directory.
+func (j journalDir) ours(root *JournalRoot) bool {
+	return j.store == root.store || j.store == "" && j.home
+}
+
+// stray reports whether the journal is not root's store's but the user
+// must hear of it beside that store: it names another store and is in
+// this store's directory, or it names the same bucket and prefix as this
+// store through another endpoint (another spelling of the same server,
+// perhaps).
+func (j journalDir) stray(root *JournalRoot) bool {
+	return !j.ours(root) && (j.home && j.store != "" || sameLocation(j.store, root.store))
+}
+
+// sameLocation reports whether two store identities name the same bucket
+// (or container) and prefix, the part before the query that names the
+// endpoint or account.
+func sameLocation(a, b string) bool {
+	la, _, _ := strings.Cut(a, "?")
+	lb, _, _ := strings.Cut(b, "?")
+	return a != "" && b != "" && a != inStore && la == lb
+}
+
+// journalDirs calls fn for every journal directory root can see, open,
+// its owner file opened for writing with write; fn must close it. Those
+// are the journals in root's directory and, for a remote store, those in
+// the other stores' directories under the base (a journal moved there is
+// still its store's). Entries that are not journals zarrfs made are
+// passed over and reported to skip, in root's directory; elsewhere they
+// are not root's concern.
+func journalDirs(root *JournalRoot, write bool, skip func(path string, err error), fn func(journalDir) error) error {
 	if root == nil {
 		return nil
 	}
-	f, err := root.root.Open(".")
-	if err != nil {
-		return fmt.Errorf("journals in %s: %w", root.path, err)
+	if root.root != nil {
+		open := func() (*os.Root, error) { return root.root, nil }
+		if err := journalsIn(root.root, root.path, open, true, write, skip, fn); err != nil {
+			return err
+		}
 	}
-	entries, err := f.ReadDir(-1)
-	f.Close()
-	if err != nil {
-		return fmt.Errorf("journals in %s: %w", root.path, err)
+	if root.base == nil {
+		return nil
 	}
-	for _, e := range entries {
-		dir, err := openPrivateDir(root.root, e.Name(), false)
-		if err != nil || dir == nil {
-			skip(e.Name(), err)
+	names, err := dirNames(root.base, root.basePath)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		if name == root.name || !isStoreDirName(name) {
 			continue
 		}
-		owner, err := openOwner(dir, write)
-		if errors.Is(err, fs.ErrNotExist) {
-			dir.Close() // being created
-			continue
+		sub, err := openPrivateDir(root.base, name, false)
+		if err != nil || sub == nil {
+			continue // not this user's: none of its journals are
 		}
+		open := func() (*os.Root, error) { return openPrivateDir(root.base, name, false) }
+		err = journalsIn(sub, filepath.Join(root.basePath, name), open, false, write, func(string, error) {}, fn)
+		sub.Close()
 		if err != nil {
-			dir.Close()
-			skip(e.Name(), err)
-			continue
-		}
-		if err := fn(e.Name(), dir, owner); err != nil {
-			return fmt.Errorf("journal %s: %w", filepath.Join(root.path, e.Name()), err)
+			return err
 		}
 	}
 	return nil
 }
 
-// orphans finds and locks the journals in root that no live process owns.
-func orphans(root *JournalRoot, skip func(name string, err error)) ([]orphan, error) {
-	var out []orphan
-	err := journalDirs(root, true, skip, func(name string, dir *os.Root, owner *os.File) error {
-		if ok, _ := store.TryLock(owner); !ok {
-			owner.Close() // alive
+// journalsIn calls fn for every journal directory in parent (at path),
+// each with the parent that open gives.
+func journalsIn(parent *os.Root, path string, open func() (*os.Root, error), home, write bool, skip func(string, error), fn func(journalDir) error) error {
+	names, err := dirNames(parent, path)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		j := journalDir{parentPath: path, name: name, home: home}
+		dir, err := openPrivateDir(parent, name, false)
+		if err != nil || dir == nil {
+			skip(j.path(), err)
+			continue
+		}
+		owner, store, err := openOwner(dir, write)
+		if errors.Is(err, fs.ErrNotExist) {
+			dir.Close() // being created
+			continue
+		}
+		if err == nil {
+			j.parent, err = open()
+			if err == nil && j.parent == nil {
+				err = fs.ErrNotExist
+			}
+			if err != nil {
+				owner.Close()
+			}
+		}
+		if err != nil {
 			dir.Close()
+			skip(j.path(), err)
+			continue
+		}
+		j.dir, j.owner, j.store = dir, owner, store
+		if err := fn(j); err != nil {
+			return fmt.Errorf("journal %s: %w", j.path(), err)
+		}
+	}
+	return nil
+}
+
+// dirNames lists the names in the directory r (at path), sorted.
+func dirNames(r *os.Root, path string) ([]string, error) {
+	f, err := r.Open(".")
+	if err != nil {
+		return nil, fmt.Errorf("journals in %s: %w", path, err)
+	}
+	names, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("journals in %s: %w", path, err)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// orphans finds and locks the journals of root's store that no live
+// process owns; the strays (journalDir.stray) go to stray, unlocked and
+// closed.
+func orphans(root *JournalRoot, skip func(string, error), stray func(journalDir)) ([]journalDir, error) {
+	var out []journalDir
+	err := journalDirs(root, true, skip, func(j journalDir) error {
+		if !j.ours(root) {
+			if j.stray(root) {
+				stray(j)
+			}
+			j.close()
 			return nil
 		}
-		out = append(out, orphan{name: name, dir: dir, owner: owner})
+		if ok, _ := store.TryLock(j.owner); !ok {
+			j.close() // alive
+			return nil
+		}
+		out = append(out, j)
 		return nil
 	})
 	return out, err

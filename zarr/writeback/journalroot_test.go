@@ -43,7 +43,7 @@ func TestRecoverLeavesWhatItDidNotMake(t *testing.T) {
 	j := root.String()
 	for name, content := range map[string]string{
 		"plain/notes.txt": "mine", "foreign/owner": "not zarrfs's", "foreign/00000001.wal": "",
-		"marked/owner": ownerMagic, "marked/keep.txt": "mine too",
+		"marked/owner": legacyOwnerMagic, "marked/keep.txt": "mine too",
 	} {
 		p := filepath.Join(j, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -15,10 +14,11 @@ import (
 	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
-// Recover publishes the journals that writers which died left in root,
-// into the shards of h, and removes them. Journals of live writers, and
-// what is not a journal zarrfs made, are left alone. It returns the number
-// of records replayed.
+// Recover publishes the journals that writers which died left for the
+// store of root, into the shards of h, and removes them. Journals of live
+// writers, of other stores (logged when they are strays, see Journals),
+// and what is not a journal zarrfs made, are left alone. It returns the
+// number of records replayed.
 func Recover(ctx context.Context, h *zarr.Hierarchy, root *JournalRoot, logger *slog.Logger) (int, error) {
 	return RecoverReporting(ctx, h, root, logger, nil)
 }
@@ -29,31 +29,33 @@ func RecoverReporting(ctx context.Context, h *zarr.Hierarchy, root *JournalRoot,
 	if store.ReadOnly(h.Store) {
 		return 0, ErrNotWritable
 	}
-	found, err := orphans(root, skipLogger(root, logger))
+	found, err := orphans(root, skipLogger(logger), func(j journalDir) {
+		logger.Warn("a journal of another store or endpoint: left alone, never replayed into this store", "journal", j.path(), "its store", j.store, "this store", root.store)
+	})
 	if err != nil {
 		return 0, err
 	}
 	total := 0
 	var errs []error
-	for _, o := range found {
-		path := filepath.Join(root.path, o.name)
-		n, err := replay(ctx, h, o.dir, path, logger, published)
+	for _, j := range found {
+		n, err := replay(ctx, h, j.dir, j.path(), logger, published)
 		total += n
 		if err == nil {
-			err = removeJournal(root, o.name, o.dir)
+			err = removeJournal(j.parent, j.parentPath, j.name, j.dir)
 		}
-		o.close()
+		j.close()
 		if err != nil {
-			errs = append(errs, fmt.Errorf("journal %s: %w", path, err))
+			errs = append(errs, fmt.Errorf("journal %s: %w", j.path(), err))
 		}
 	}
 	return total, errors.Join(errs...)
 }
 
-// skipLogger logs the entries of root that are not journals.
-func skipLogger(root *JournalRoot, logger *slog.Logger) func(string, error) {
-	return func(name string, err error) {
-		logger.Warn("not a zarrfs journal: left alone", "path", filepath.Join(root.path, name), "reason", err)
+// skipLogger logs the entries of a journal directory that are not
+// journals.
+func skipLogger(logger *slog.Logger) func(string, error) {
+	return func(path string, err error) {
+		logger.Warn("not a zarrfs journal: left alone", "path", path, "reason", err)
 	}
 }
 
@@ -93,6 +95,33 @@ func replay(ctx context.Context, h *zarr.Hierarchy, dir *os.Root, path string, l
 // shard, and how many records that is. Records that no longer fit their
 // array are logged and skipped.
 func collect(h *zarr.Hierarchy, dir *os.Root, path string, logger *slog.Logger) (map[string]*shardUpdates, int, error) {
+	last, err := unpublished(dir)
+	if err != nil {
+		return nil, 0, err
+	}
+	shards := map[string]*shardUpdates{}
+	n := 0
+	for _, e := range last {
+		a, err := journaledArray(h, e.Record)
+		if err != nil {
+			logger.Warn("journal record skipped", "journal", path, "key", e.Shard, "error", err)
+			continue
+		}
+		n++
+		su := shards[e.Shard]
+		if su == nil {
+			su = &shardUpdates{a: a, updates: map[int]update{}}
+			shards[e.Shard] = su
+		}
+		su.updates[e.Chunk] = update{data: e.Data, deleted: e.Delete}
+	}
+	return shards, n, nil
+}
+
+// unpublished reads one journal: the last record of each inner chunk, in
+// journal order, unless a marker says it is published (its chunk may have
+// changed since).
+func unpublished(dir *os.Root) ([]entry, error) {
 	type chunkKey struct {
 		shard string
 		chunk int
@@ -102,7 +131,7 @@ func collect(h *zarr.Hierarchy, dir *os.Root, path string, logger *slog.Logger) 
 	published := map[Pos]bool{}
 	for e, err := range readEntries(dir) {
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		if e.marker() {
 			for _, p := range e.published {
@@ -118,26 +147,7 @@ func collect(h *zarr.Hierarchy, dir *os.Root, path string, logger *slog.Logger) 
 			last = append(last, e)
 		}
 	}
-	shards := map[string]*shardUpdates{}
-	n := 0
-	for _, e := range last {
-		if published[e.pos] {
-			continue
-		}
-		a, err := journaledArray(h, e.Record)
-		if err != nil {
-			logger.Warn("journal record skipped", "journal", path, "key", e.Shard, "error", err)
-			continue
-		}
-		n++
-		su := shards[e.Shard]
-		if su == nil {
-			su = &shardUpdates{a: a, updates: map[int]update{}}
-			shards[e.Shard] = su
-		}
-		su.updates[e.Chunk] = update{data: e.Data, deleted: e.Delete}
-	}
-	return shards, n, nil
+	return slices.DeleteFunc(last, func(e entry) bool { return published[e.pos] }), nil
 }
 
 // journaledArray finds the sharded array a record belongs to and checks the

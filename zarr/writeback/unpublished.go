@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -13,7 +12,7 @@ import (
 	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
-// JournalInfo describes one journal under a journal root.
+// JournalInfo describes one journal a journal root sees.
 type JournalInfo struct {
 	Dir string
 	// Alive: its writer still runs (it holds the owner lock).
@@ -23,16 +22,50 @@ type JournalInfo struct {
 	// read.
 	Records int
 	Shards  []string
+	// Store is the store the journal names ("" for a journal made before
+	// journals named their store).
+	Store string
+	// Stray: the journal is not this store's, but the user must hear of
+	// it: another store's, in this store's journal directory, or the same
+	// bucket and prefix's through another endpoint (which may be this
+	// server under another name). Its records are counted without being
+	// checked against this store's arrays, and never replayed here.
+	Stray bool
+	// OtherEndpoint: a stray of the same bucket and prefix through
+	// another endpoint.
+	OtherEndpoint bool
 }
 
-// Journals lists the journals in root without locking or changing them:
-// a read-only process can call it while writers run.
+// Journals lists the journals of root's store, and the strays, without
+// locking or changing them: a read-only process can call it while writers
+// run.
 func Journals(h *zarr.Hierarchy, root *JournalRoot, logger *slog.Logger) ([]JournalInfo, error) {
 	var out []JournalInfo
-	err := forJournals(root, logger, func(dir *os.Root, path string, alive bool) error {
-		info := JournalInfo{Dir: path, Alive: alive}
-		if !alive {
-			shards, n, err := collect(h, dir, path, logger)
+	err := journalDirs(root, false, skipLogger(logger), func(j journalDir) error {
+		defer j.close()
+		info := JournalInfo{Dir: j.path(), Store: j.store, Stray: j.stray(root), OtherEndpoint: sameLocation(j.store, root.store)}
+		if !info.Stray && !j.ours(root) {
+			return nil
+		}
+		alive, err := store.Locked(j.owner)
+		if err != nil {
+			return err
+		}
+		info.Alive = alive
+		switch {
+		case alive:
+		case info.Stray:
+			last, err := unpublished(j.dir)
+			if err != nil {
+				return err
+			}
+			shards := map[string]bool{}
+			for _, e := range last {
+				shards[e.Shard] = true
+			}
+			info.Records, info.Shards = len(last), slices.Sorted(maps.Keys(shards))
+		default:
+			shards, n, err := collect(h, j.dir, j.path(), logger)
 			if err != nil {
 				return err
 			}
@@ -44,17 +77,19 @@ func Journals(h *zarr.Hierarchy, root *JournalRoot, logger *slog.Logger) ([]Jour
 	return out, err
 }
 
-// forJournals calls fn for every journal directory in root, telling
+// forJournals calls fn for every journal of root's store, telling
 // whether its writer is alive.
 func forJournals(root *JournalRoot, logger *slog.Logger, fn func(dir *os.Root, path string, alive bool) error) error {
-	return journalDirs(root, false, skipLogger(root, logger), func(name string, dir *os.Root, owner *os.File) error {
-		defer dir.Close()
-		alive, err := store.Locked(owner)
-		owner.Close()
+	return journalDirs(root, false, skipLogger(logger), func(j journalDir) error {
+		defer j.close()
+		if !j.ours(root) {
+			return nil
+		}
+		alive, err := store.Locked(j.owner)
 		if err != nil {
 			return err
 		}
-		return fn(dir, filepath.Join(root.path, name), alive)
+		return fn(j.dir, j.path(), alive)
 	})
 }
 

@@ -204,12 +204,12 @@ func name(containerURL, containerName, prefix string) string {
 		return n
 	}
 	u.RawQuery, u.User, u.Fragment = "", nil, "" // a SAS token is no part of the identity
-	if account, ok := strings.CutSuffix(u.Host, ".blob.core.windows.net"); ok && u.Scheme == "https" && !strings.Contains(account, ".") {
+	if account, ok := strings.CutSuffix(strings.ToLower(u.Host), ".blob.core.windows.net"); ok && u.Scheme == "https" && !strings.Contains(account, ".") {
 		return n + "?account=" + account
 	}
 	u.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), "/"+containerName)
 	u.RawPath = ""
-	return n + "?endpoint=" + store.Redacted(u.String())
+	return n + "?endpoint=" + store.Endpoint(u.String())
 }
 
 // String is the store's URL with the account, or the endpoint when it is
@@ -358,7 +358,8 @@ func (s *Store) Stat(ctx context.Context, key string) (store.Info, error) {
 
 // Put uploads the value with one Put Blob, conditional as cond says and
 // with the MD5 of the body, which the server checks; Azure replaces blobs
-// atomically.
+// atomically. A retry refused for the value an earlier attempt stored
+// succeeded (requests.Client.Put).
 func (s *Store) Put(ctx context.Context, key string, parts [][]byte, cond store.Cond) (store.Info, error) {
 	if err := s.writable(key); err != nil {
 		return store.Info{}, err
@@ -367,28 +368,25 @@ func (s *Store) Put(ctx context.Context, key string, parts [][]byte, cond store.
 	body := bytes.Join(parts, nil)
 	sum := md5.Sum(body)
 	bb := s.c.NewBlockBlobClient(s.prefix + key)
-	info := store.Info{Size: int64(len(body))}
-	err := s.client.Do(ctx, "PUT "+key, func(ctx context.Context) error {
+	return s.client.Put(ctx, s, key, [][]byte{body}, func(ctx context.Context) (store.Info, error) {
 		out, err := bb.Upload(ctx, streaming.NopCloser(bytes.NewReader(body)), &blockblob.UploadOptions{
 			AccessConditions:        conditions(cond),
 			TransactionalValidation: blob.TransferValidationTypeMD5(sum[:]),
 		})
 		if err != nil {
-			return mapErr(key, err)
+			return store.Info{}, mapErr(key, err)
 		}
-		info.ModTime = time.Now()
+		info := store.Info{Size: int64(len(body)), ModTime: time.Now()}
 		if out.ETag != nil {
 			info.Generation = store.Generation(*out.ETag)
 		}
-		return nil
+		return info, nil
 	})
-	if err != nil {
-		return store.Info{}, err
-	}
-	return info, nil
 }
 
-// Delete removes the blob, with If-Match when cond names a generation.
+// Delete removes the blob, with If-Match when cond names a generation; a
+// retry refused after an earlier attempt deleted it succeeded
+// (requests.Client.Delete).
 func (s *Store) Delete(ctx context.Context, key string, cond store.Cond) error {
 	if err := s.writable(key); err != nil {
 		return err
@@ -397,14 +395,10 @@ func (s *Store) Delete(ctx context.Context, key string, cond store.Cond) error {
 		return fmt.Errorf("%s: a delete cannot require that the value does not exist", key)
 	}
 	b := s.c.NewBlobClient(s.prefix + key)
-	err := s.client.Do(ctx, "DELETE "+key, func(ctx context.Context) error {
+	return s.client.Delete(ctx, s, key, cond, func(ctx context.Context) error {
 		_, err := b.Delete(ctx, &blob.DeleteOptions{AccessConditions: conditions(cond)})
 		return mapErr(key, err)
 	})
-	if errors.Is(err, store.ErrNotFound) && cond.IfMatch == "" {
-		return nil
-	}
-	return err
 }
 
 func (s *Store) writable(key string) error {

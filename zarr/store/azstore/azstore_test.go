@@ -92,6 +92,8 @@ func TestIdentityHoldsNoSecret(t *testing.T) {
 			"az://ctr/a/b?endpoint=" + endpoint},
 		{"account key", map[string]string{"AZURE_STORAGE_ACCOUNT": aztest.Account, "AZURE_STORAGE_KEY": aztest.Key}, azstore.Options{Endpoint: endpoint + "/"},
 			"az://ctr/a/b?endpoint=" + endpoint},
+		{"account key, the endpoint spelled otherwise", map[string]string{"AZURE_STORAGE_ACCOUNT": aztest.Account, "AZURE_STORAGE_KEY": aztest.Key},
+			azstore.Options{Endpoint: strings.Replace(endpoint, "http://", "HTTP://", 1) + "/"}, "az://ctr/a/b?endpoint=" + endpoint},
 		{"SAS token in the environment", map[string]string{"AZURE_STORAGE_SAS_TOKEN": sas}, azstore.Options{Endpoint: endpoint},
 			"az://ctr/a/b?endpoint=" + endpoint},
 		{"SAS token given", nil, azstore.Options{Endpoint: endpoint, SAS: "?" + sas},

@@ -107,10 +107,10 @@ func Open(ctx context.Context, bucket, prefix string, opts Options) (*Store, err
 		bucket: bucket, prefix: prefix, readOnly: opts.ReadOnly,
 	}
 	s.name = "gs://" + bucket + "/" + strings.TrimSuffix(prefix, "/")
-	if s.endpoint != Google {
+	if ep := store.Endpoint(s.endpoint); ep != Google {
 		// gs://b/p on two servers are two stores, whose journals and
 		// caches must not mix.
-		s.name += "?endpoint=" + store.Redacted(s.endpoint)
+		s.name += "?endpoint=" + ep
 	}
 	if !anonymous {
 		scope := "https://www.googleapis.com/auth/devstorage.read_write"
@@ -361,7 +361,9 @@ func (s *Store) Stat(ctx context.Context, key string) (store.Info, error) {
 
 // Put uploads the value with one media upload, conditional on
 // ifGenerationMatch (0: the object must not exist); GCS replaces objects
-// atomically.
+// atomically. A retry refused for the value an earlier attempt stored
+// succeeded (requests.Client.Put): every upload makes a new generation,
+// so the retry of one whose answer was lost is always refused.
 func (s *Store) Put(ctx context.Context, key string, parts [][]byte, cond store.Cond) (store.Info, error) {
 	if err := s.writable(key); err != nil {
 		return store.Info{}, err
@@ -385,34 +387,31 @@ func (s *Store) Put(ctx context.Context, key string, parts [][]byte, cond store.
 	}
 	u := s.endpoint + "/upload/storage/v1/b/" + url.PathEscape(s.bucket) + "/o" + encode(q)
 	h := http.Header{"Content-Type": {"application/octet-stream"}}
-	var info store.Info
-	err := s.client.Do(ctx, "PUT "+key, func(ctx context.Context) error {
+	return s.client.Put(ctx, s, key, parts, func(ctx context.Context) (store.Info, error) {
 		body := make([]io.Reader, len(parts))
 		for i, p := range parts {
 			body[i] = bytes.NewReader(p)
 		}
 		resp, err := s.send(ctx, key, http.MethodPost, u, io.MultiReader(body...), int64(size), h)
 		if err != nil {
-			return err
+			return store.Info{}, err
 		}
 		defer resp.Body.Close()
 		var o object
 		if err := decode(key, resp.Body, &o); err != nil {
-			return err
+			return store.Info{}, err
 		}
-		if info, err = o.info(key); err == nil && info.Size != int64(size) {
+		info, err := o.info(key)
+		if err == nil && info.Size != int64(size) {
 			err = fmt.Errorf("%s: uploaded %d bytes, the server stored %d", key, size, info.Size)
 		}
-		return err
+		return info, err
 	})
-	if err != nil {
-		return store.Info{}, err
-	}
-	return info, nil
 }
 
 // Delete removes the object, with ifGenerationMatch when cond names a
-// generation (fake-gcs-server ignores it and deletes).
+// generation (fake-gcs-server ignores it and deletes); a retry refused
+// after an earlier attempt deleted it succeeded (requests.Client.Delete).
 func (s *Store) Delete(ctx context.Context, key string, cond store.Cond) error {
 	if err := s.writable(key); err != nil {
 		return err
@@ -428,17 +427,13 @@ func (s *Store) Delete(ctx context.Context, key string, cond store.Cond) error {
 		}
 		q.Set("ifGenerationMatch", strconv.FormatInt(n, 10))
 	}
-	err := s.client.Do(ctx, "DELETE "+key, func(ctx context.Context) error {
+	return s.client.Delete(ctx, s, key, cond, func(ctx context.Context) error {
 		resp, err := s.send(ctx, key, http.MethodDelete, s.objectURL(key, q), nil, 0, nil)
 		if err != nil {
 			return err
 		}
 		return resp.Body.Close()
 	})
-	if errors.Is(err, store.ErrNotFound) && cond.IfMatch == "" {
-		return nil
-	}
-	return err
 }
 
 func (s *Store) writable(key string) error {

@@ -80,6 +80,14 @@ func TestReadOnlyAndIdentity(t *testing.T) {
 	if env.String() != ro.String() {
 		t.Errorf("through STORAGE_EMULATOR_HOST: %q, want %q", env.String(), ro.String())
 	}
+	spelled, err := gcsstore.Open(ctx, "bkt", "a/b", gcsstore.Options{Endpoint: strings.ToUpper(srv.Endpoint) + "/", Anonymous: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spelled.Close()
+	if spelled.String() != ro.String() {
+		t.Errorf("the endpoint spelled in capitals with a trailing slash: %q, want %q", spelled.String(), ro.String())
+	}
 	if _, err := gcsstore.Open(ctx, "bkt", "", gcsstore.Options{Endpoint: "http://user:secret@127.0.0.1:1", Anonymous: true}); err == nil || strings.Contains(err.Error(), "secret") {
 		t.Errorf("an endpoint with credentials: %v; want refused without the secret", err)
 	}

@@ -114,7 +114,7 @@ func name(bucket, prefix string, o s3.Options) string {
 	if o.BaseEndpoint == nil {
 		return n
 	}
-	n += "?endpoint=" + store.Redacted(*o.BaseEndpoint)
+	n += "?endpoint=" + store.Endpoint(*o.BaseEndpoint)
 	if o.UsePathStyle {
 		n += "&path-style"
 	}
@@ -235,37 +235,31 @@ func (s *Store) Stat(ctx context.Context, key string) (store.Info, error) {
 }
 
 // Put uploads the value with one PUT, conditional as cond says; S3
-// replaces objects atomically.
+// replaces objects atomically. A retry refused for the value an earlier
+// attempt stored succeeded (requests.Client.Put).
 func (s *Store) Put(ctx context.Context, key string, parts [][]byte, cond store.Cond) (store.Info, error) {
 	if err := s.writable(key); err != nil {
 		return store.Info{}, err
 	}
 	// The SDK signs a seekable body: join the parts.
 	body := bytes.Join(parts, nil)
-	info := store.Info{Size: int64(len(body))}
-	err := s.client.Do(ctx, "PUT "+key, func(ctx context.Context) error {
+	return s.client.Put(ctx, s, key, [][]byte{body}, func(ctx context.Context) (store.Info, error) {
 		out, err := s.s3.PutObject(ctx, &s3.PutObjectInput{
 			Bucket: &s.bucket, Key: aws.String(s.prefix + key),
 			Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))),
 			IfMatch: etag(cond.IfMatch), IfNoneMatch: etag(cond.IfNoneMatch),
 		})
 		if err != nil {
-			return mapErr(key, err)
+			return store.Info{}, mapErr(key, err)
 		}
-		info.ModTime = time.Now()
-		if out.ETag != nil {
-			info.Generation = store.Generation(*out.ETag)
-		}
-		return nil
+		return store.Info{Size: int64(len(body)), ModTime: time.Now(), Generation: store.Generation(aws.ToString(out.ETag))}, nil
 	})
-	if err != nil {
-		return store.Info{}, err
-	}
-	return info, nil
 }
 
 // Delete removes the object, with If-Match when cond names a generation
-// (servers that do not support it delete unconditionally).
+// (servers that do not support it delete unconditionally); a retry
+// refused after an earlier attempt deleted it succeeded
+// (requests.Client.Delete).
 func (s *Store) Delete(ctx context.Context, key string, cond store.Cond) error {
 	if err := s.writable(key); err != nil {
 		return err
@@ -273,14 +267,10 @@ func (s *Store) Delete(ctx context.Context, key string, cond store.Cond) error {
 	if cond.IfNoneMatch != "" {
 		return fmt.Errorf("%s: a delete cannot require that the value does not exist", key)
 	}
-	err := s.client.Do(ctx, "DELETE "+key, func(ctx context.Context) error {
+	return s.client.Delete(ctx, s, key, cond, func(ctx context.Context) error {
 		_, err := s.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: aws.String(s.prefix + key), IfMatch: etag(cond.IfMatch)})
 		return mapErr(key, err)
 	})
-	if errors.Is(err, store.ErrNotFound) && cond.IfMatch == "" {
-		return nil
-	}
-	return err
 }
 
 func (s *Store) writable(key string) error {

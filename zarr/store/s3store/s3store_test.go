@@ -44,6 +44,34 @@ func TestReadOnlyAndMissingBucket(t *testing.T) {
 	t.Log(err)
 }
 
+// TestIdentity: the spellings of one endpoint name one store (whose
+// journals a command then finds), other endpoints and addressing another.
+func TestIdentity(t *testing.T) {
+	ctx := context.Background()
+	name := func(endpoint string, pathStyle bool) string {
+		s, err := s3store.Open(ctx, "bkt", "/a/b/", s3store.Options{Endpoint: endpoint, PathStyle: pathStyle, Anonymous: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		return s.String()
+	}
+	const want = "s3://bkt/a/b?endpoint=http://127.0.0.1:39101&path-style"
+	for _, e := range []string{"http://127.0.0.1:39101", "http://127.0.0.1:39101/", "HTTP://127.0.0.1:39101"} {
+		if got := name(e, true); got != want {
+			t.Errorf("endpoint %s: %q, want %q", e, got, want)
+		}
+	}
+	for _, other := range []string{name("http://localhost:39101", true), name("http://127.0.0.1:39102", true), name("http://127.0.0.1:39101", false)} {
+		if other == want {
+			t.Errorf("%q names the store of another endpoint or addressing", other)
+		}
+	}
+	if got := name("https://S3.Example.org:443/", false); got != "s3://bkt/a/b?endpoint=https://s3.example.org" {
+		t.Errorf("an https endpoint with its default port: %q", got)
+	}
+}
+
 // TestFaults reads and writes through a proxy in front of the real S3
 // server that stalls, resets, cuts, lies and swaps objects.
 func TestFaults(t *testing.T) {

@@ -3,9 +3,9 @@
 // faults of a bad network or a bad server into chosen requests: it stalls
 // (accepts and never answers, or stops after the headers), resets
 // connections, cuts bodies, lies about their length, trickles or holds
-// them, answers with a status of its own (5xx, 412), or answers with another
+// them, answers with a status of its own (5xx, 412), answers with another
 // object than the server holds, as a server or cache that ignores
-// If-Match does.
+// If-Match does, or lets a request through and loses its answer.
 package faultproxy
 
 import (
@@ -13,9 +13,11 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,6 +59,10 @@ type Fault struct {
 	// answered, before the answer goes on, which waits while it runs: an
 	// answer slow on its way back, the server changed meanwhile.
 	Held func()
+	// DropAnswer forwards the request, which the server carries out, and
+	// closes the connection instead of sending the answer on: a write
+	// stored whose answer was lost on its way back.
+	DropAnswer bool
 }
 
 // Object is a value the proxy serves itself (Fault.Serve).
@@ -125,6 +131,63 @@ func Once(n int, match func(*http.Request) bool, f Fault) func(*http.Request) Fa
 		}
 		return Fault{}
 	}
+}
+
+// Every applies f to every nth request that matches (the nth, the
+// 2nth...), and forwards the others.
+func Every(n int, match func(*http.Request) bool, f Fault) func(*http.Request) Fault {
+	var seen atomic.Int64
+	return func(r *http.Request) Fault {
+		if (match == nil || match(r)) && seen.Add(1)%int64(n) == 0 {
+			return f
+		}
+		return Fault{}
+	}
+}
+
+// FirstTries applies f to each request that matches, except to one that
+// repeats the request before it of the same method and URL, which met f:
+// every request meets f and its retry goes through.
+func FirstTries(match func(*http.Request) bool, f Fault) func(*http.Request) Fault {
+	var mu sync.Mutex
+	met := map[string]bool{}
+	return func(r *http.Request) Fault {
+		if match != nil && !match(r) {
+			return Fault{}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		k := r.Method + " " + r.URL.String()
+		if met[k] {
+			delete(met, k)
+			return Fault{}
+		}
+		met[k] = true
+		return f
+	}
+}
+
+// Chance applies f to each request that matches with probability p, in a
+// sequence that seed repeats, and forwards the others.
+func Chance(p float64, seed uint64, match func(*http.Request) bool, f Fault) func(*http.Request) Fault {
+	var mu sync.Mutex
+	rng := rand.New(rand.NewPCG(seed, seed))
+	return func(r *http.Request) Fault {
+		if match != nil && !match(r) {
+			return Fault{}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if rng.Float64() < p {
+			return f
+		}
+		return Fault{}
+	}
+}
+
+// Methods matches the requests of the methods named.
+func Methods(methods ...string) func(*http.Request) bool {
+	return func(r *http.Request) bool { return slices.Contains(methods, r.Method) }
 }
 
 // Requests is how many requests the proxy has read.
@@ -268,6 +331,9 @@ func (p *Proxy) answer(c net.Conn, req *http.Request, resp *http.Response, f Fau
 	}
 	if f.Held != nil {
 		f.Held()
+	}
+	if f.DropAnswer {
+		return false
 	}
 	if req.Method == http.MethodHead || resp.StatusCode == http.StatusNotModified || resp.StatusCode == http.StatusNoContent {
 		// No body: the headers go as they came (a HEAD's length is the
