@@ -367,12 +367,9 @@ func (f *FS) addNode(ctx context.Context, nn *newNode) {
 		i, _ := slices.BinarySearch(parent.names, name)
 		parent.names = slices.Insert(slices.Clone(parent.names), i, name) // readers hold the old one
 	}
-	err := f.refreshConsolidated()
+	f.staleConsolidated()
 	f.meta.Unlock()
-	if err != nil {
-		f.logOnce(ctx, "", "no .zmetadata in the v2 view", "error", err)
-	}
-	f.notify(Alias{View: V2, Dir: "", Name: zarr.ZMetadata})
+	f.notifyConsolidated(n.Path)
 }
 
 // adopt turns what the directory of a node just created held into the
@@ -618,7 +615,7 @@ func (f *FS) setDimensionNames(ctx context.Context, n *zarr.Node, names []*strin
 	}
 	f.notify(Alias{View: V3, Dir: n.Path, Name: zarr.ZarrJSON})
 	f.notify(Alias{View: V2, Dir: n.Path, Name: zarr.ZAttrs})
-	f.notify(Alias{View: V2, Dir: "", Name: zarr.ZMetadata})
+	f.notifyConsolidated(n.Path)
 	return nil
 }
 
