@@ -222,24 +222,22 @@ func encodeLZMA1(data []byte, f Filter) ([]byte, error) {
 		Size:       -1,
 		EOSMarker:  true,
 	}.NewWriter(&buf)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := w.Write(data); err != nil {
-		return nil, err
-	}
-	if err := w.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return writeAll(w, err, &buf, data)
 }
 
+// encodeLZMA2 writes raw LZMA2 data of data encoded by f.
 func encodeLZMA2(data []byte, f Filter) ([]byte, error) {
 	var buf bytes.Buffer
 	w, err := lzma.Writer2Config{
 		Properties: &lzma.Properties{LC: f.LC, LP: f.LP, PB: f.PB},
 		DictCap:    f.DictSize,
 	}.NewWriter2(&buf)
+	return writeAll(w, err, &buf, data)
+}
+
+// writeAll writes data through w, a new encoder writing into buf (err:
+// whether making it failed), and closes it; the result is buf's bytes.
+func writeAll(w io.WriteCloser, err error, buf *bytes.Buffer, data []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}

@@ -141,24 +141,8 @@ func startLiblzma(t *testing.T) *liblzma {
 	if err := exec.Command(python, "-c", "import lzma").Run(); err != nil {
 		zarrtest.Missing(t, "%s with the lzma module is not available: %v", python, err)
 	}
-	cmd := exec.Command(python, filepath.Join("testdata", "liblzma.py"))
-	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		in.Close()
-		cmd.Wait()
-	})
-	return &liblzma{in: in, out: bufio.NewReaderSize(out, 1<<20)}
+	in, out := zarrtest.StartPython(t, filepath.Join("testdata", "liblzma.py"))
+	return &liblzma{in: in, out: out}
 }
 
 func (l *liblzma) do(t *testing.T, op, format string, specs []spec, data []byte) ([]byte, string) {
