@@ -195,3 +195,39 @@ func keysOf(m map[string]json.RawMessage) func(func(string) bool) {
 		}
 	}
 }
+
+// TestConsolidatedHeldBeforeItsGroup: a .zmetadata copied into a new
+// group's directory before its .zgroup (cp -r writes in whatever order
+// the source lists) gives way to the group's own once the group exists:
+// one .zmetadata is listed, the derived one.
+func TestConsolidatedHeldBeforeItsGroup(t *testing.T) {
+	dir := t.TempDir()
+	writeGroups(t, dir, 0, 0)
+	f, _ := writableAt(t, dir)
+	ctx := context.Background()
+	root := f.Root(keyspace.V2)
+	if err := root.Mkdir(ctx, "copied"); err != nil {
+		t.Fatal(err)
+	}
+	d := lookupDir(t, root, "copied")
+	write := func(name, content string) {
+		t.Helper()
+		_, h, err := d.Create(ctx, name, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.WriteAt([]byte(content), 0)
+		if err := h.Commit(ctx); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	write(".zmetadata", `{"zarr_consolidated_format":1,"metadata":{".zgroup":{"zarr_format":2},"stale/.zgroup":{"zarr_format":2}}}`)
+	write(".zgroup", `{"zarr_format":2}`)
+	d = lookupDir(t, root, "copied")
+	if n := strings.Count(strings.Join(listNames(t, d), " "), ".zmetadata"); n != 1 {
+		t.Errorf("the new group lists %v: .zmetadata %d times", listNames(t, d), n)
+	}
+	if got := zmetadataOf(t, f, "copied"); got["stale/.zgroup"] != nil || got[".zgroup"] == nil {
+		t.Errorf("the new group's .zmetadata holds %v; want its own documents", slices.Sorted(keysOf(got)))
+	}
+}

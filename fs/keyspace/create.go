@@ -327,8 +327,11 @@ func (f *FS) insert(ctx context.Context, v View, nn *newNode) error {
 	}
 	f.addNode(ctx, nn)
 	f.temps.dropDir(v, p)
-	for _, name := range []string{zarr.ZArray, zarr.ZGroup, zarr.ZarrJSON, zarr.ZAttrs} {
-		if createsNode(v, name) || (v == V2 && name == zarr.ZAttrs) {
+	// A group's .zmetadata held before it existed gives way to the one
+	// derived from the hierarchy, as one written later would.
+	group := nn.node.Array == nil
+	for _, name := range []string{zarr.ZArray, zarr.ZGroup, zarr.ZarrJSON, zarr.ZAttrs, zarr.ZMetadata} {
+		if createsNode(v, name) || v == V2 && (name == zarr.ZAttrs || name == zarr.ZMetadata && group) {
 			f.temps.remove(v, joinPath(p, name)) // now the node's documents
 		}
 	}
