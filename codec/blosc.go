@@ -3,6 +3,7 @@ package codec
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/zarrfs/zarrfs/codec/blosc"
 )
@@ -54,23 +55,50 @@ func newBloscV3(config json.RawMessage, spec Spec) (any, error) {
 // AUTOSHUFFLE (-1) means bitshuffle for 1-byte items, else byte shuffle.
 func newBloscNumcodecs(config json.RawMessage, spec Spec) (any, error) {
 	cfg := struct {
-		CName     string `json:"cname"`
-		CLevel    int    `json:"clevel"`
-		Shuffle   int    `json:"shuffle"`
-		TypeSize  int    `json:"typesize"`
-		BlockSize int    `json:"blocksize"`
+		CName     string          `json:"cname"`
+		CLevel    pyInt           `json:"clevel"`
+		Shuffle   shuffleSpelling `json:"shuffle"`
+		TypeSize  pyInt           `json:"typesize"`
+		BlockSize pyInt           `json:"blocksize"`
 	}{CName: "lz4", CLevel: 5, Shuffle: 1}
 	if err := parseConfig(config, &cfg); err != nil {
 		return nil, err
 	}
 	if cfg.TypeSize == 0 {
-		cfg.TypeSize = itemSize(spec)
+		cfg.TypeSize = pyInt(itemSize(spec))
 	}
-	shuffle, err := numcodecsShuffle(cfg.Shuffle, cfg.TypeSize)
+	shuffle, err := numcodecsShuffle(int(cfg.Shuffle), int(cfg.TypeSize))
 	if err != nil {
 		return nil, err
 	}
-	return newBlosc(cfg.CName, cfg.CLevel, shuffle, cfg.TypeSize, cfg.BlockSize)
+	return newBlosc(cfg.CName, int(cfg.CLevel), shuffle, int(cfg.TypeSize), int(cfg.BlockSize))
+}
+
+// shuffleSpelling is numcodecs' blosc shuffle as writers spell it: -1
+// (AUTOSHUFFLE), 0, 1 or 2 in any pyInt form, or a name in any case: GDAL
+// writes "NONE", "BYTE" and "BIT" (and reads "0", "1" and "2"), v3 says
+// "noshuffle", "shuffle" and "bitshuffle". numcodecs decodes whatever it
+// says (a frame records how it was shuffled) and zarr-python 2 reads such
+// arrays, so they must be stored, and written again the way they say.
+type shuffleSpelling int
+
+var shuffleNames = map[string]shuffleSpelling{
+	"none": 0, "noshuffle": 0, "0": 0,
+	"byte": 1, "shuffle": 1, "1": 1,
+	"bit": 2, "bitshuffle": 2, "2": 2,
+}
+
+func (s *shuffleSpelling) UnmarshalJSON(b []byte) error {
+	var name string
+	if json.Unmarshal(b, &name) != nil {
+		return (*pyInt)(s).UnmarshalJSON(b)
+	}
+	n, ok := shuffleNames[strings.ToLower(name)]
+	if !ok {
+		return fmt.Errorf("blosc shuffle %q is none of -1, 0, 1, 2, NONE, BYTE, BIT, noshuffle, shuffle, bitshuffle", name)
+	}
+	*s = n
+	return nil
 }
 
 func numcodecsShuffle(s, typesize int) (blosc.Shuffle, error) {

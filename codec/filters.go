@@ -239,7 +239,7 @@ func newAsType(config json.RawMessage, spec Spec) (any, error) {
 
 func newQuantize(config json.RawMessage, spec Spec) (any, error) {
 	var cfg struct {
-		Digits int    `json:"digits"`
+		Digits pyInt  `json:"digits"`
 		DType  string `json:"dtype"`
 		AsType string `json:"astype"`
 	}
@@ -275,7 +275,7 @@ func newQuantize(config json.RawMessage, spec Spec) (any, error) {
 
 func newBitRound(config json.RawMessage, spec Spec) (any, error) {
 	var cfg struct {
-		KeepBits *int `json:"keepbits"`
+		KeepBits *pyInt `json:"keepbits"`
 	}
 	if err := parseConfig(config, &cfg); err != nil {
 		return nil, err
@@ -284,11 +284,11 @@ func newBitRound(config json.RawMessage, spec Spec) (any, error) {
 		return nil, configError("bitround rounds floats, not %s", spec.Type)
 	}
 	mantissa := map[int]int{2: 10, 4: 23, 8: 52}[spec.Type.Size]
-	if cfg.KeepBits == nil || *cfg.KeepBits < 0 || *cfg.KeepBits > mantissa {
+	if cfg.KeepBits == nil || *cfg.KeepBits < 0 || int(*cfg.KeepBits) > mantissa {
 		return nil, configError("bitround keepbits must be in 0..%d for %s", mantissa, spec.Type)
 	}
 	f := &filterCodec{dec: spec, enc: spec}
-	if drop := uint(mantissa - *cfg.KeepBits); drop > 0 {
+	if drop := uint(mantissa - int(*cfg.KeepBits)); drop > 0 {
 		size := spec.Type.Size
 		f.encode = func(dst, src []byte) error {
 			for i := 0; i < len(src); i += size {
@@ -347,12 +347,12 @@ type shuffleCodec struct{ size int }
 
 func newShuffle(config json.RawMessage, _ Spec) (any, error) {
 	cfg := struct {
-		ElementSize int `json:"elementsize"`
+		ElementSize pyInt `json:"elementsize"`
 	}{4}
 	if err := parseConfig(config, &cfg); err != nil {
 		return nil, err
 	}
-	return &shuffleCodec{max(cfg.ElementSize, 1)}, nil
+	return &shuffleCodec{int(max(cfg.ElementSize, 1))}, nil
 }
 
 func (*shuffleCodec) EncodedSize(n int) (int, bool) { return n, true }

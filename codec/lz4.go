@@ -19,12 +19,12 @@ var lz4Compressors sync.Pool
 
 func newLZ4(config json.RawMessage, _ Spec) (any, error) {
 	cfg := struct {
-		Acceleration int `json:"acceleration"`
+		Acceleration pyInt `json:"acceleration"`
 	}{1}
 	if err := parseConfig(config, &cfg); err != nil {
 		return nil, err
 	}
-	return &lz4Codec{max(cfg.Acceleration, 1)}, nil
+	return &lz4Codec{int(max(cfg.Acceleration, 1))}, nil
 }
 
 func (*lz4Codec) EncodedSize(int) (int, bool) { return 0, false }

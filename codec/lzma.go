@@ -2,17 +2,20 @@ package codec
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
-	"io"
+	"fmt"
+	"slices"
+	"strconv"
 
-	"github.com/ulikunitz/xz"
-	"github.com/ulikunitz/xz/lzma"
+	"github.com/zarrfs/zarrfs/codec/xz"
 )
 
 // numcodecs "lzma", Python's lzma module: xz (the default, with CRC64 and
-// preset 6) and the legacy .lzma format, through github.com/ulikunitz/xz,
-// which implements the LZMA2 filter only.
+// preset 6), the legacy .lzma format and raw data, with the filter chains
+// Python takes (delta and the BCJ filters before LZMA2 or LZMA1), through
+// codec/xz. An xz stream names its own chain, so any that liblzma writes
+// decodes whatever the configuration says: GDAL writes delta + LZMA2
+// streams under {"id": "lzma", "preset": 6, "delta": 1}.
 
 func init() { Register("numcodecs.lzma", newLZMA) }
 
@@ -24,77 +27,181 @@ const (
 	lzmaFormatRaw   = 3
 )
 
-// lzmaMaxDict bounds the dictionary a stream may ask for: the largest any
-// xz preset uses. Larger values only come from hostile or exotic streams and
-// would make the decoder allocate them.
-const lzmaMaxDict = 64 << 20
-
 type lzmaCodec struct {
-	format  int
-	check   byte
-	dictCap int
+	format int
+	check  byte
+	// chain encodes (and, raw, decodes): the configuration's filters, or
+	// the preset's LZMA2 (LZMA1 for .lzma).
+	chain []xz.Filter
 }
 
 func newLZMA(config json.RawMessage, _ Spec) (any, error) {
 	cfg := struct {
-		Format  int             `json:"format"`
-		Check   int             `json:"check"`
-		Preset  *int            `json:"preset"`
+		Format  pyInt           `json:"format"`
+		Check   pyInt           `json:"check"`
+		Preset  *pyInt          `json:"preset"`
 		Filters json.RawMessage `json:"filters"`
 	}{Format: lzmaFormatXZ, Check: -1}
 	if err := parseConfig(config, &cfg); err != nil {
 		return nil, err
 	}
-	if f := bytes.TrimSpace(cfg.Filters); len(f) > 0 && string(f) != "null" {
-		return nil, configError("lzma: custom filter chains are not supported (github.com/ulikunitz/xz implements LZMA2 only)")
+	c := &lzmaCodec{format: int(cfg.Format)}
+	filters := bytes.TrimSpace(cfg.Filters)
+	hasFilters := len(filters) > 0 && string(filters) != "null"
+	if hasFilters {
+		if cfg.Preset != nil {
+			return nil, configError("lzma: a preset and filters together (Python refuses them)")
+		}
+		var err error
+		if c.chain, err = parseLZMAFilters(filters); err != nil {
+			return nil, err
+		}
+	} else {
+		preset := int64(xz.DefaultPreset)
+		if cfg.Preset != nil {
+			preset = int64(*cfg.Preset)
+		}
+		id := xz.IDLZMA2
+		if c.format == lzmaFormatAlone {
+			id = xz.IDLZMA1
+		}
+		f, err := xz.LZMAFilter(id, preset)
+		if err != nil {
+			return nil, configError("lzma: %v", err)
+		}
+		c.chain = []xz.Filter{f}
 	}
-	c := &lzmaCodec{format: cfg.Format, dictCap: 8 << 20}
-	switch cfg.Format {
-	case lzmaFormatAuto, lzmaFormatXZ, lzmaFormatAlone:
+	var err error
+	switch c.format {
+	case lzmaFormatAuto:
+		if hasFilters {
+			return nil, configError("lzma: FORMAT_AUTO takes no filters (Python refuses them)")
+		}
+	case lzmaFormatXZ:
+		err = xz.CheckChain(c.chain, false)
+	case lzmaFormatAlone:
+		if len(c.chain) != 1 || c.chain[0].ID != xz.IDLZMA1 {
+			return nil, configError("lzma: FORMAT_ALONE takes one LZMA1 filter")
+		}
+		err = xz.CheckChain(c.chain, true)
 	case lzmaFormatRaw:
-		return nil, configError("lzma: FORMAT_RAW is not supported")
+		if !hasFilters {
+			return nil, configError("lzma: FORMAT_RAW needs filters")
+		}
+		err = xz.CheckChain(c.chain, true)
 	default:
 		return nil, configError("lzma: unknown format %d", cfg.Format)
 	}
+	if err != nil {
+		return nil, configError("lzma: %v", err)
+	}
 	switch cfg.Check {
 	case -1:
-		c.check = xz.CRC64
-		if cfg.Format == lzmaFormatAlone {
-			c.check = xz.None
+		c.check = xz.CheckCRC64
+		if c.format == lzmaFormatAlone || c.format == lzmaFormatRaw {
+			c.check = xz.CheckNone
 		}
 	case 0, 1, 4, 10:
 		c.check = byte(cfg.Check)
 	default:
 		return nil, configError("lzma: check %d is not supported (0 none, 1 CRC32, 4 CRC64, 10 SHA256)", cfg.Check)
 	}
-	if cfg.Preset != nil {
-		// xz's dictionary sizes by preset level; the extreme flag only
-		// changes the match finder.
-		dicts := [10]int{256 << 10, 1 << 20, 2 << 20, 4 << 20, 4 << 20, 8 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20}
-		p := *cfg.Preset &^ (1 << 31)
-		if p < 0 || p > 9 {
-			return nil, configError("lzma: preset %d is outside 0..9", *cfg.Preset)
-		}
-		c.dictCap = dicts[p]
-	}
 	return c, nil
+}
+
+// parseLZMAFilters reads a filter chain as Python's lzma module takes it:
+// a list of objects, each an "id" and that filter's options. The options
+// only the encoder uses (mode, nice_len, mf, depth) are accepted and
+// ignored; others are refused, as Python refuses them.
+func parseLZMAFilters(raw json.RawMessage) ([]xz.Filter, error) {
+	var specs []map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &specs); err != nil {
+		return nil, configError("lzma: filters must be a list of objects: %v", err)
+	}
+	chain := make([]xz.Filter, len(specs))
+	for i, spec := range specs {
+		f, err := parseLZMAFilter(spec)
+		if err != nil {
+			return nil, configError("lzma: filters[%d]: %v", i, err)
+		}
+		chain[i] = f
+	}
+	return chain, nil
+}
+
+func parseLZMAFilter(spec map[string]json.RawMessage) (xz.Filter, error) {
+	id, err := strconv.ParseUint(string(bytes.TrimSpace(spec["id"])), 10, 64)
+	if err != nil {
+		return xz.Filter{}, fmt.Errorf("id %s is not a filter id", spec["id"])
+	}
+	f := xz.Filter{ID: id}
+	option := func(key string, def, lo, hi int64) (int64, error) {
+		raw, ok := spec[key]
+		if !ok {
+			return def, nil
+		}
+		var n pyInt
+		if err := json.Unmarshal(raw, &n); err != nil {
+			return 0, fmt.Errorf("%s: %v", key, err)
+		}
+		if int64(n) < lo || int64(n) > hi {
+			return 0, fmt.Errorf("%s %d is outside %d..%d", key, n, lo, hi)
+		}
+		return int64(n), nil
+	}
+	var options []string
+	switch id {
+	case xz.IDLZMA1, xz.IDLZMA2:
+		options = []string{"preset", "dict_size", "lc", "lp", "pb", "mode", "nice_len", "mf", "depth"}
+		preset, err := option("preset", xz.DefaultPreset, 0, 1<<32-1)
+		if err != nil {
+			return f, err
+		}
+		if f, err = xz.LZMAFilter(id, preset); err != nil {
+			return f, err
+		}
+		for key, v := range map[string]*int{"dict_size": &f.DictSize, "lc": &f.LC, "lp": &f.LP, "pb": &f.PB} {
+			n, err := option(key, int64(*v), 0, 1<<32-1)
+			if err != nil {
+				return f, err
+			}
+			*v = int(n)
+		}
+	case xz.IDDelta:
+		options = []string{"dist"}
+		n, err := option("dist", 1, 1, 256)
+		if err != nil {
+			return f, err
+		}
+		f.Distance = int(n)
+	case xz.IDX86, xz.IDPowerPC, xz.IDIA64, xz.IDARM, xz.IDARMThumb, xz.IDSPARC:
+		options = []string{"start_offset"}
+		n, err := option("start_offset", 0, 0, 1<<32-1)
+		if err != nil {
+			return f, err
+		}
+		f.StartOffset = uint32(n)
+	default:
+		return f, fmt.Errorf("%s is not one of Python's filters (delta, x86, powerpc, ia64, arm, armthumb, sparc, lzma1, lzma2)", f.Name())
+	}
+	for key := range spec {
+		if key != "id" && !slices.Contains(options, key) {
+			return f, fmt.Errorf("%s has no option %q", f.Name(), key)
+		}
+	}
+	return f, nil
 }
 
 func (*lzmaCodec) EncodedSize(int) (int, bool) { return 0, false }
 
 func (c *lzmaCodec) Encode(b []byte) ([]byte, error) {
-	var buf bytes.Buffer
-	var w io.WriteCloser
-	var err error
-	if c.format == lzmaFormatAlone {
-		w, err = lzma.WriterConfig{DictCap: c.dictCap, EOSMarker: true}.NewWriter(&buf)
-	} else {
-		w, err = xz.WriterConfig{DictCap: c.dictCap, CheckSum: c.check, NoCheckSum: c.check == xz.None}.NewWriter(&buf)
+	switch c.format {
+	case lzmaFormatAlone:
+		return xz.EncodeAlone(b, c.chain[0])
+	case lzmaFormatRaw:
+		return xz.EncodeRaw(b, c.chain)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return compressAll(w, &buf, b)
+	return xz.Encode(b, c.chain, c.check)
 }
 
 var xzMagic = []byte{0xfd, '7', 'z', 'X', 'Z', 0}
@@ -107,71 +214,18 @@ func (c *lzmaCodec) Decode(b []byte, maxSize int) ([]byte, error) {
 			format = lzmaFormatXZ
 		}
 	}
-	var r io.Reader
+	var out []byte
 	var err error
-	if format == lzmaFormatXZ {
-		if err := checkXZDict(b); err != nil {
-			return nil, err
-		}
-		r, err = xz.NewReader(bytes.NewReader(b))
-	} else {
-		r, err = lzma.ReaderConfig{DictCap: lzmaMaxDict}.NewReader(bytes.NewReader(b))
+	switch format {
+	case lzmaFormatXZ:
+		out, err = xz.Decode(b, maxSize)
+	case lzmaFormatAlone:
+		out, err = xz.DecodeAlone(b, maxSize)
+	default:
+		out, err = xz.DecodeRaw(b, c.chain, maxSize)
 	}
 	if err != nil {
 		return nil, corruptErr(err)
 	}
-	return readAllLimited(r, initialCap(0, len(b), maxSize), maxSize)
-}
-
-// checkXZDict refuses an xz stream whose first block asks for a dictionary
-// above lzmaMaxDict, before the decoder allocates it.
-func checkXZDict(b []byte) error {
-	const streamHeader = 12
-	if len(b) < streamHeader+2 || !bytes.HasPrefix(b, xzMagic) {
-		return corrupt("lzma: not an xz stream")
-	}
-	h := b[streamHeader:]
-	if h[0] == 0 { // the index: no blocks
-		return nil
-	}
-	size := (int(h[0]) + 1) * 4
-	if len(h) < size {
-		return corrupt("lzma: truncated xz block header")
-	}
-	flags := h[1]
-	p := 2
-	varint := func() uint64 {
-		v, n := binary.Uvarint(h[p:size])
-		if n <= 0 {
-			p = size
-			return 0
-		}
-		p += n
-		return v
-	}
-	if flags&0x40 != 0 {
-		varint() // compressed size
-	}
-	if flags&0x80 != 0 {
-		varint() // uncompressed size
-	}
-	for i := 0; i <= int(flags&3) && p < size; i++ {
-		id, props := varint(), varint()
-		if props > uint64(size-p) {
-			break
-		}
-		n := int(props)
-		if id == 0x21 && n == 1 { // LZMA2
-			bitsV := h[p] & 0x3f
-			if bitsV > 40 {
-				return corrupt("lzma: invalid LZMA2 dictionary size")
-			}
-			dict := uint64(2|bitsV&1) << (bitsV/2 + 11)
-			if bitsV == 40 || dict > lzmaMaxDict {
-				return corrupt("lzma: dictionary of %d bytes exceeds the %d-byte limit", dict, lzmaMaxDict)
-			}
-		}
-		p += n
-	}
-	return nil
+	return out, nil
 }

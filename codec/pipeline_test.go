@@ -36,6 +36,15 @@ func TestPipelineOrdering(t *testing.T) {
 		{`[{"name":"numcodecs.delta","configuration":{"dtype":"<i4"}},` + le + `]`, "does not match"},
 		{`[{"name":"numcodecs.bitround","configuration":{"keepbits":3}},` + le + `]`, "floats"},
 		{`[` + le + `,{"name":"numcodecs.lzma","configuration":{"format":3}}]`, "FORMAT_RAW"},
+		{`[` + le + `,{"name":"numcodecs.lzma","configuration":{"filters":[{"id":10},{"id":33}]}}]`, "filter 0xa"},
+		{`[` + le + `,{"name":"numcodecs.lzma","configuration":{"filters":[{"id":33},{"id":3}]}}]`, "last"},
+		{`[` + le + `,{"name":"numcodecs.lzma","configuration":{"filters":[{"id":3,"dist":0},{"id":33}]}}]`, "dist 0"},
+		{`[` + le + `,{"name":"numcodecs.lzma","configuration":{"filters":[{"id":3,"distance":4},{"id":33}]}}]`, "no option"},
+		{`[` + le + `,{"name":"numcodecs.lzma","configuration":{"filters":[{"id":4611686018427387905}]}}]`, "lzma1"},
+		{`[` + le + `,{"name":"numcodecs.lzma","configuration":{"preset":1,"filters":[{"id":33}]}}]`, "preset and filters"},
+		{`[` + le + `,{"name":"numcodecs.lzma","configuration":{"format":0,"filters":[{"id":33}]}}]`, "FORMAT_AUTO"},
+		{`[` + le + `,{"name":"numcodecs.blosc","configuration":{"shuffle":"WORD"}}]`, "WORD"},
+		{`[` + le + `,{"name":"numcodecs.blosc","configuration":{"clevel":5.5}}]`, "5.5"},
 	} {
 		_, err := codec.NewPipeline(chain(t, tc.chain), spec)
 		if !errors.Is(err, codec.ErrConfig) || !strings.Contains(err.Error(), tc.mention) {
@@ -129,6 +138,8 @@ func TestTruncatedIsCorrupt(t *testing.T) {
 		`,{"name":"numcodecs.lz4"}`,
 		`,{"name":"numcodecs.bz2","configuration":{"level":1}}`,
 		`,{"name":"numcodecs.lzma"}`,
+		`,{"name":"numcodecs.lzma","configuration":{"filters":[{"id":3,"dist":2},{"id":33,"preset":1}]}}`,
+		`,{"name":"numcodecs.lzma","configuration":{"format":3,"filters":[{"id":3,"dist":2},{"id":33,"preset":1}]}}`,
 		`,{"name":"numcodecs.lzma","configuration":{"format":2}}`,
 		`,{"name":"numcodecs.shuffle","configuration":{"elementsize":2}}`,
 		``,
@@ -227,6 +238,8 @@ func TestDecompressionBomb(t *testing.T) {
 		`{"name":"numcodecs.lz4"}`,
 		`{"name":"numcodecs.bz2","configuration":{"level":1}}`,
 		`{"name":"numcodecs.lzma","configuration":{"preset":0}}`,
+		`{"name":"numcodecs.lzma","configuration":{"filters":[{"id":3},{"id":33,"preset":9}]}}`,
+		`{"name":"numcodecs.lzma","configuration":{"format":3,"filters":[{"id":4},{"id":4611686018427387905,"preset":9}]}}`,
 	} {
 		var m meta.Codec
 		if err := json.Unmarshal([]byte(name), &m); err != nil {

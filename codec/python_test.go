@@ -20,7 +20,7 @@ const python = "/usr/bin/python3"
 // zarrPython decodes chunks with zarr-python 2.13 through
 // testdata/numcodecs_decode.py, one process per test.
 type zarrPython struct {
-	in  io.WriteCloser
+	in  io.Writer
 	out *bufio.Reader
 }
 
@@ -35,24 +35,8 @@ func startZarrPython(t *testing.T) *zarrPython {
 	if err := exec.Command(python, "-c", "import zarr, numcodecs, crcmod").Run(); err != nil {
 		zarrtest.Missing(t, "%s with zarr, numcodecs and crcmod is not available: %v", python, err)
 	}
-	cmd := exec.Command(python, filepath.Join("testdata", "numcodecs_decode.py"))
-	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		in.Close()
-		cmd.Wait()
-	})
-	return &zarrPython{in: in, out: bufio.NewReaderSize(out, 1<<20)}
+	in, out := zarrtest.StartPython(t, filepath.Join("testdata", "numcodecs_decode.py"))
+	return &zarrPython{in: in, out: out}
 }
 
 // zarrayFields are the .zarray fields the decoder needs.

@@ -136,6 +136,9 @@ var bytesToBytes = []string{
 	`,{"name":"numcodecs.bz2","configuration":{"level":1}}`,
 	`,{"name":"numcodecs.lzma"}`,
 	`,{"name":"numcodecs.lzma","configuration":{"format":2,"preset":1}}`,
+	`,{"name":"numcodecs.lzma","configuration":{"filters":[{"id":3,"dist":2},{"id":4},{"id":33,"preset":1}],"check":10}}`,
+	`,{"name":"numcodecs.lzma","configuration":{"format":3,"filters":[{"id":7,"start_offset":64},{"id":4611686018427387905,"lc":1,"lp":1}]}}`,
+	`,{"name":"numcodecs.blosc","configuration":{"cname":"zstd","clevel":3.0,"shuffle":"BIT","blocksize":0}}`,
 }
 
 func slow(b2b string) bool {

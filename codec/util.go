@@ -32,7 +32,7 @@ func parseConfig(raw json.RawMessage, v any) error {
 // parseLevel reads the "level" of gzip, zlib and bz2 configurations.
 func parseLevel(config json.RawMessage, def, lo, hi int) (int, error) {
 	var cfg struct {
-		Level *int `json:"level"`
+		Level *pyInt `json:"level"`
 	}
 	if err := parseConfig(config, &cfg); err != nil {
 		return 0, err
@@ -40,10 +40,11 @@ func parseLevel(config json.RawMessage, def, lo, hi int) (int, error) {
 	if cfg.Level == nil {
 		return def, nil
 	}
-	if *cfg.Level < lo || *cfg.Level > hi {
-		return 0, configError("level %d is outside %d..%d", *cfg.Level, lo, hi)
+	level := int(*cfg.Level)
+	if level < lo || level > hi {
+		return 0, configError("level %d is outside %d..%d", level, lo, hi)
 	}
-	return *cfg.Level, nil
+	return level, nil
 }
 
 // configError formats an ErrConfig.

@@ -220,15 +220,15 @@ func bytesStepFromV2(id string, config json.RawMessage, typesize int) (meta.Code
 	switch id {
 	case "blosc":
 		cfg := struct {
-			CName     string `json:"cname"`
-			CLevel    int    `json:"clevel"`
-			Shuffle   int    `json:"shuffle"`
-			BlockSize int    `json:"blocksize"`
+			CName     string          `json:"cname"`
+			CLevel    pyInt           `json:"clevel"`
+			Shuffle   shuffleSpelling `json:"shuffle"`
+			BlockSize pyInt           `json:"blocksize"`
 		}{CName: "lz4", CLevel: 5, Shuffle: 1}
 		if err := parseConfig(config, &cfg); err != nil {
 			return meta.Codec{}, err
 		}
-		s, err := numcodecsShuffle(cfg.Shuffle, typesize)
+		s, err := numcodecsShuffle(int(cfg.Shuffle), typesize)
 		if err != nil {
 			return meta.Codec{}, err
 		}
@@ -244,8 +244,8 @@ func bytesStepFromV2(id string, config json.RawMessage, typesize int) (meta.Code
 		return meta.Codec{Name: "gzip", Configuration: mustJSON(map[string]int{"level": level})}, nil
 	case "zstd":
 		cfg := struct {
-			Level    int  `json:"level"`
-			Checksum bool `json:"checksum"`
+			Level    pyInt `json:"level"`
+			Checksum bool  `json:"checksum"`
 		}{Level: 1}
 		if err := parseConfig(config, &cfg); err != nil {
 			return meta.Codec{}, err

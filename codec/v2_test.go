@@ -84,6 +84,23 @@ func TestFromV2(t *testing.T) {
 			`[{"name":"transpose","configuration":{"order":[1,0]}},{"name":"numcodecs.delta","configuration":{"dtype":"<i4"}},{"name":"bytes","configuration":{"endian":"little"}}]`},
 		{"checksum filter and compressor", "<f8", 'C', 1, raws(`{"id":"crc32"}`), `{"id":"lz4","acceleration":1}`, dtype.TypeFloat64,
 			`[{"name":"bytes","configuration":{"endian":"little"}},{"name":"numcodecs.crc32","configuration":{}},{"name":"numcodecs.lz4","configuration":{"acceleration":1}}]`},
+		// Spellings other writers use and zarr-python 2 reads.
+		{"GDAL blosc BIT", "<f4", 'C', 1, nil, `{"id":"blosc","cname":"lz4","clevel":5,"shuffle":"BIT","blocksize":0}`, dtype.TypeFloat32,
+			`[{"name":"bytes","configuration":{"endian":"little"}},{"name":"blosc","configuration":{"cname":"lz4","clevel":5,"shuffle":"bitshuffle","typesize":4,"blocksize":0}}]`},
+		{"GDAL blosc NONE", "<i2", 'C', 1, nil, `{"id":"blosc","cname":"zstd","clevel":1,"shuffle":"NONE","blocksize":0}`, dtype.TypeInt16,
+			`[{"name":"bytes","configuration":{"endian":"little"}},{"name":"blosc","configuration":{"cname":"zstd","clevel":1,"shuffle":"noshuffle","typesize":2,"blocksize":0}}]`},
+		{"blosc shuffle names and Python numbers", "<i2", 'C', 1, nil, `{"id":"blosc","cname":"lz4","clevel":5.0,"shuffle":"byte","blocksize":false}`, dtype.TypeInt16,
+			`[{"name":"bytes","configuration":{"endian":"little"}},{"name":"blosc","configuration":{"cname":"lz4","clevel":5,"shuffle":"shuffle","typesize":2,"blocksize":0}}]`},
+		{"blosc shuffle true", "<i2", 'C', 1, nil, `{"id":"blosc","cname":"lz4","clevel":true,"shuffle":true,"blocksize":0}`, dtype.TypeInt16,
+			`[{"name":"bytes","configuration":{"endian":"little"}},{"name":"blosc","configuration":{"cname":"lz4","clevel":1,"shuffle":"shuffle","typesize":2,"blocksize":0}}]`},
+		{"GDAL lzma with delta", "<f4", 'C', 1, nil, `{"id":"lzma","preset":6,"delta":1}`, dtype.TypeFloat32,
+			`[{"name":"bytes","configuration":{"endian":"little"}},{"name":"numcodecs.lzma","configuration":{"delta":1,"preset":6}}]`},
+		{"numcodecs lzma filters", "<i4", 'C', 1, nil, `{"id":"lzma","format":1,"check":-1,"preset":null,"filters":[{"id":3,"dist":4},{"id":33,"preset":1}]}`, dtype.TypeInt32,
+			`[{"name":"bytes","configuration":{"endian":"little"}},{"name":"numcodecs.lzma","configuration":{"check":-1,"filters":[{"dist":4,"id":3},{"id":33,"preset":1}],"format":1,"preset":null}}]`},
+		{"numcodecs lzma raw lzma1", "<i4", 'C', 1, nil, `{"id":"lzma","format":3,"check":-1,"preset":null,"filters":[{"id":4},{"id":4611686018427387905,"lc":0,"lp":2,"pb":0}]}`, dtype.TypeInt32,
+			`[{"name":"bytes","configuration":{"endian":"little"}},{"name":"numcodecs.lzma","configuration":{"check":-1,"filters":[{"id":4},{"id":4611686018427387905,"lc":0,"lp":2,"pb":0}],"format":3,"preset":null}}]`},
+		{"numpy type names", "<i4", 'C', 1, raws(`{"id":"delta","dtype":"intc","astype":"long"}`), `{"id":"zstd","level":3.0}`, dtype.TypeInt32,
+			`[{"name":"numcodecs.delta","configuration":{"astype":"long","dtype":"intc"}},{"name":"bytes","configuration":{"endian":"little"}},{"name":"zstd","configuration":{"checksum":false,"level":3}}]`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

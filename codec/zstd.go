@@ -56,8 +56,8 @@ type zstdEncKey struct {
 
 func newZstd(config json.RawMessage, _ Spec) (any, error) {
 	var cfg struct {
-		Level    int  `json:"level"`
-		Checksum bool `json:"checksum"`
+		Level    pyInt `json:"level"`
+		Checksum bool  `json:"checksum"`
 	}
 	if err := parseConfig(config, &cfg); err != nil {
 		return nil, err
@@ -68,7 +68,7 @@ func newZstd(config json.RawMessage, _ Spec) (any, error) {
 	if cfg.Level == 0 {
 		cfg.Level = 3 // zstd's default level
 	}
-	level := zstd.EncoderLevelFromZstd(cfg.Level)
+	level := zstd.EncoderLevelFromZstd(int(cfg.Level))
 	enc, err := zstdEncoder(zstdEncKey{level, cfg.Checksum, false})
 	if err != nil {
 		return nil, err

@@ -191,16 +191,16 @@ func TestFindAndCopy(t *testing.T) {
 }
 
 // expectedFiles lists every file of both views of a mount of h, relative
-// to the mount: metadata documents of every node (and the v2 root's
-// .zmetadata) and the stored chunks.
+// to the mount: metadata documents of every node (a v2 group's .zmetadata
+// among them) and the stored chunks.
 func expectedFiles(h *storedHierarchy, v2sep string) []string {
-	files := []string{filepath.Join("v2", zarr.ZMetadata)}
+	var files []string
 	for _, n := range h.nodes {
 		files = append(files, filepath.Join("v3", n.Path, zarr.ZarrJSON), filepath.Join("v2", n.Path, zarr.ZAttrs))
 		if n.Array != nil {
 			files = append(files, filepath.Join("v2", n.Path, zarr.ZArray))
 		} else {
-			files = append(files, filepath.Join("v2", n.Path, zarr.ZGroup))
+			files = append(files, filepath.Join("v2", n.Path, zarr.ZGroup), filepath.Join("v2", n.Path, zarr.ZMetadata))
 		}
 	}
 	for _, sa := range h.arrays {

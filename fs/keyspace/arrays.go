@@ -55,9 +55,9 @@ type arrayView struct {
 	// dims, for levels of OME-Zarr images in the v2 view, are their
 	// _ARRAY_DIMENSIONS (findOMELevels).
 	dims []string
-	// noFill: the v2 view shows fill_value null, as the .zarray that
-	// created the array said (v2Said).
-	noFill bool
+	// v2Fill is the fill_value the v2 view shows as the .zarray that
+	// created the array said it (v2Said), nil to show the stored one.
+	v2Fill json.RawMessage
 	docs   []doc
 	// transcoding is set while transcodeAhead works for this array.
 	transcoding atomic.Bool
@@ -85,7 +85,7 @@ func newArrayView(f *FS, n *zarr.Node, v View) (*arrayView, error) {
 		av.keys = meta.KeyEncoding{Name: meta.KeyEncodingV2, Separator: f.opts.V2Separator}
 		if a.V3 != nil {
 			var sep string
-			if av.noFill, sep = v2Said(n.Attributes); sep != "" {
+			if av.v2Fill, sep = v2Said(n.Attributes); sep != "" {
 				av.keys.Separator = sep
 			}
 		}
@@ -159,8 +159,10 @@ func (av *arrayView) setV2(n *zarr.Node, chunk []int, chain []meta.Codec) error 
 			m.DataType = a.Type // the filters hold the object codec
 		}
 		m.Order, m.Filters, m.Compressor, av.drop = v2.Order, v2.Filters, v2.Compressor, v2.DropTrailing
-		if av.noFill {
-			m.FillValue = nil
+		if av.v2Fill != nil {
+			if fill, err := dtype.ParseFillV2(m.DataType, av.v2Fill); err == nil {
+				m.FillValue, m.FillText = fill, av.v2Fill
+			}
 		}
 		av.codecs = v2String(v2)
 	}

@@ -327,8 +327,11 @@ func (f *FS) insert(ctx context.Context, v View, nn *newNode) error {
 	}
 	f.addNode(ctx, nn)
 	f.temps.dropDir(v, p)
-	for _, name := range []string{zarr.ZArray, zarr.ZGroup, zarr.ZarrJSON, zarr.ZAttrs} {
-		if createsNode(v, name) || (v == V2 && name == zarr.ZAttrs) {
+	// A group's .zmetadata held before it existed gives way to the one
+	// derived from the hierarchy, as one written later would.
+	group := nn.node.Array == nil
+	for _, name := range []string{zarr.ZArray, zarr.ZGroup, zarr.ZarrJSON, zarr.ZAttrs, zarr.ZMetadata} {
+		if createsNode(v, name) || v == V2 && (name == zarr.ZAttrs || name == zarr.ZMetadata && group) {
 			f.temps.remove(v, joinPath(p, name)) // now the node's documents
 		}
 	}
@@ -367,12 +370,9 @@ func (f *FS) addNode(ctx context.Context, nn *newNode) {
 		i, _ := slices.BinarySearch(parent.names, name)
 		parent.names = slices.Insert(slices.Clone(parent.names), i, name) // readers hold the old one
 	}
-	err := f.refreshConsolidated()
+	f.staleConsolidated()
 	f.meta.Unlock()
-	if err != nil {
-		f.logOnce(ctx, "", "no .zmetadata in the v2 view", "error", err)
-	}
-	f.notify(Alias{View: V2, Dir: "", Name: zarr.ZMetadata})
+	f.notifyConsolidated(n.Path)
 }
 
 // adopt turns what the directory of a node just created held into the
@@ -646,7 +646,7 @@ func (f *FS) setDimensionNames(ctx context.Context, n *zarr.Node, names []*strin
 	}
 	f.notify(Alias{View: V3, Dir: n.Path, Name: zarr.ZarrJSON})
 	f.notify(Alias{View: V2, Dir: n.Path, Name: zarr.ZAttrs})
-	f.notify(Alias{View: V2, Dir: "", Name: zarr.ZMetadata})
+	f.notifyConsolidated(n.Path)
 	return nil
 }
 

@@ -99,15 +99,12 @@ func (f *FS) forget(path string) {
 	}
 	delete(f.arrays, path)
 	delete(f.doomed, path)
-	err := f.refreshConsolidated()
+	f.staleConsolidated()
 	f.meta.Unlock()
-	if err != nil {
-		f.logOnce(context.Background(), "", "no .zmetadata in the v2 view", "error", err)
-	}
 	for _, v := range []View{V3, V2} {
 		f.notify(Alias{View: v, Dir: parent, Name: name})
 	}
-	f.notify(Alias{View: V2, Dir: "", Name: zarr.ZMetadata})
+	f.notifyConsolidated(parent)
 }
 
 func pathBase(p string) string {
@@ -124,7 +121,7 @@ func (f *FS) notifyDocs(path string) {
 		f.notify(Alias{View: V2, Dir: path, Name: name})
 	}
 	f.notify(Alias{View: V3, Dir: path, Name: zarr.ZarrJSON})
-	f.notify(Alias{View: V2, Dir: "", Name: zarr.ZMetadata})
+	f.notifyConsolidated(path)
 }
 
 // rmdirKeys removes a chunk key directory: nothing to do (they always

@@ -23,3 +23,11 @@ func TranscodedKey(ctx context.Context, f *FS, path string, coords []int) (strin
 	}
 	return av.transcodedKey(coords, loc), nil
 }
+
+// StaleConsolidated marks every .zmetadata out of date, as a change of
+// the hierarchy does.
+func StaleConsolidated(f *FS) {
+	f.meta.Lock()
+	f.staleConsolidated()
+	f.meta.Unlock()
+}

@@ -97,23 +97,35 @@ type Document struct {
 }
 
 // content returns the document's current bytes.
-func (d *Document) content() []byte {
+func (d *Document) content(ctx context.Context) ([]byte, error) {
+	if d.view == V2 && d.name == zarr.ZMetadata {
+		return d.fs.consolidatedDoc(ctx, d.node)
+	}
 	for _, doc := range d.fs.docs(d.node) {
 		if doc.name == d.name {
-			return doc.data
+			return doc.data, nil
 		}
 	}
-	return nil
+	return nil, nil
 }
 
-func (d *Document) Attr(context.Context) (Attr, error) { return d.attr(), nil }
+func (d *Document) Attr(ctx context.Context) (Attr, error) {
+	b, err := d.content(ctx)
+	return Attr{Ino: inode(d.view, d.path), Size: int64(len(b)), Mtime: d.fs.mtime}, err
+}
 
+// attr describes the document for a lookup, which does not fail on a
+// .zmetadata that cannot be made: opening it does.
 func (d *Document) attr() Attr {
-	return Attr{Ino: inode(d.view, d.path), Size: int64(len(d.content())), Mtime: d.fs.mtime}
+	a, _ := d.Attr(context.Background())
+	return a
 }
 
-func (d *Document) Open(context.Context) (*Handle, error) {
-	b := d.content()
+func (d *Document) Open(ctx context.Context) (*Handle, error) {
+	b, err := d.content(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", d.path, err)
+	}
 	return &Handle{data: b, size: int64(len(b)), served: &d.fs.counts.metadataBytes}, nil
 }
 

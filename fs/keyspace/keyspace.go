@@ -149,6 +149,9 @@ type FS struct {
 	// doomed are the paths of nodes whose metadata document was
 	// unlinked, until rmdir removes them (delete.go); guarded by meta.
 	doomed map[string]bool
+	// metaGen counts the changes of the hierarchy's documents, to tell
+	// whether a .zmetadata made before is current; guarded by meta.
+	metaGen uint64
 
 	// Reading: the engine locates and reads the stored chunks; cache is
 	// its memory cache, which keeps what the views derive from them too

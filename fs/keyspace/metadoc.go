@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"slices"
 
 	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/meta"
@@ -192,7 +191,7 @@ func (f *FS) setAttributes(ctx context.Context, n *zarr.Node, attrs json.RawMess
 	}
 	f.notify(Alias{View: V3, Dir: n.Path, Name: zarr.ZarrJSON})
 	f.notify(Alias{View: V2, Dir: n.Path, Name: zarr.ZAttrs})
-	f.notify(Alias{View: V2, Dir: "", Name: zarr.ZMetadata})
+	f.notifyConsolidated(n.Path)
 	return nil
 }
 
@@ -222,31 +221,10 @@ func (f *FS) applyAttributes(n *zarr.Node, attrs json.RawMessage) error {
 			errs = append(errs, err)
 			continue
 		}
-		if n.Path == "" && v == V2 {
-			docs = append(docs, doc{zarr.ZMetadata, nil})
-		}
 		vn.docs = docs
 	}
-	errs = append(errs, f.refreshConsolidated())
+	f.staleConsolidated()
 	return errors.Join(errs...)
-}
-
-// refreshConsolidated rebuilds the v2 view's .zmetadata; FS.meta is held.
-func (f *FS) refreshConsolidated() error {
-	root := f.vnodes[V2][""]
-	if root == nil || root.arr != nil {
-		return nil
-	}
-	zmeta, err := consolidated(root)
-	// Readers hold the old slice without the lock: replace it.
-	docs := slices.Clone(root.docs)
-	for i := range docs {
-		if docs[i].name == zarr.ZMetadata {
-			docs[i].data = zmeta
-		}
-	}
-	root.docs = docs
-	return err
 }
 
 // nodeDocs returns the metadata documents of a node's directory in a view.

@@ -222,12 +222,12 @@ func (f *FS) replaceArray(n *zarr.Node, a *zarr.Array) error {
 		vn.node, vn.arr, vn.docs = &node, av, av.docs
 	}
 	f.arrays[n.Path] = views
-	err := f.refreshConsolidated()
+	f.staleConsolidated()
 	f.meta.Unlock()
 	for _, name := range []string{zarr.ZArray, zarr.ZAttrs} {
 		f.notify(Alias{View: V2, Dir: n.Path, Name: name})
 	}
 	f.notify(Alias{View: V3, Dir: n.Path, Name: zarr.ZarrJSON})
-	f.notify(Alias{View: V2, Dir: "", Name: zarr.ZMetadata})
-	return err
+	f.notifyConsolidated(n.Path)
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"iter"
 	"slices"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/meta"
@@ -19,6 +20,8 @@ type vnode struct {
 	names    []string   // children, sorted
 	docs     []doc      // guarded by FS.meta: attribute writes replace them
 	arr      *arrayView // arrays only
+	// zmeta is the group's .zmetadata in the v2 view (consolidatedDoc).
+	zmeta atomic.Pointer[consolidatedCache]
 }
 
 // buildView translates the hierarchy for a view. Nodes the view cannot
@@ -55,13 +58,6 @@ func (f *FS) buildView(v View) *Dir {
 	root := nodes[""]
 	if root == nil {
 		root = &vnode{children: map[string]*vnode{}}
-	}
-	if v == V2 && root.arr == nil {
-		if zmeta, err := consolidated(root); err != nil {
-			f.logOnce(ctx, "", "no .zmetadata in the v2 view", "error", err)
-		} else {
-			root.docs = append(root.docs, doc{zarr.ZMetadata, zmeta})
-		}
 	}
 	return &Dir{fs: f, view: v, node: root, depth: -1}
 }
@@ -113,7 +109,53 @@ func (f *FS) groupDocs(n *zarr.Node, v View) ([]doc, error) {
 		return nil, err
 	}
 	attrs, err := f.v2Attributes(n, nil)
-	return []doc{{zarr.ZGroup, zgroup}, {zarr.ZAttrs, attrs}}, err
+	// The .zmetadata is made when read (consolidatedDoc).
+	return []doc{{zarr.ZGroup, zgroup}, {zarr.ZAttrs, attrs}, {zarr.ZMetadata, nil}}, err
+}
+
+// consolidatedDoc returns the .zmetadata of a group of the v2 view: every
+// group has one, consolidating the documents of the tree below it, as
+// zarr.consolidate_metadata writes it there, so readers that require one
+// (xarray's consolidated=True, zarr.open_consolidated) find it wherever a
+// consolidating writer left one, also after a remount. It is made when
+// read and kept until the hierarchy next changes (staleConsolidated):
+// every change would otherwise rebuild the .zmetadata of each group above
+// it, the whole hierarchy's for the root.
+func (f *FS) consolidatedDoc(ctx context.Context, vn *vnode) ([]byte, error) {
+	f.meta.RLock()
+	defer f.meta.RUnlock()
+	if c := vn.zmeta.Load(); c != nil && c.gen == f.metaGen {
+		return c.data, c.err
+	}
+	data, err := consolidated(vn)
+	if err != nil {
+		f.logOnce(ctx, vn.node.Path, "no .zmetadata in the v2 view", "error", err)
+	}
+	vn.zmeta.Store(&consolidatedCache{gen: f.metaGen, data: data, err: err})
+	return data, err
+}
+
+// consolidatedCache is a .zmetadata made at generation gen of the
+// hierarchy.
+type consolidatedCache struct {
+	gen  uint64
+	data []byte
+	err  error
+}
+
+// staleConsolidated marks every .zmetadata out of date; FS.meta is held.
+func (f *FS) staleConsolidated() { f.metaGen++ }
+
+// notifyConsolidated tells the binding that the .zmetadata of the group
+// at p and of every group above it changed.
+func (f *FS) notifyConsolidated(p string) {
+	for {
+		f.notify(Alias{View: V2, Dir: p, Name: zarr.ZMetadata})
+		if p == "" {
+			return
+		}
+		p = parentOf(p)
+	}
 }
 
 // consolidated builds the .zmetadata of the v2 view from the documents of

@@ -8,10 +8,12 @@ import (
 
 // v2SaidKey is the attribute in which the zarr.json of an array created
 // through the v2 view keeps what its .zarray said that v3 metadata cannot
-// hold: a null fill_value (v3 requires one) and the dimension_separator
-// the writer chose. Both views read it back, so the .zarray shows what was
-// written after a remount too (xarray masks elements equal to the fill
-// value: a null turned 0 would hide zeros), and hide it from the
+// hold: a null fill_value (v3 requires one) or one spelled otherwise than
+// zarrfs spells it (0 for the empty string of an object array, which
+// zarr-python 2 reads back as 0), and the dimension_separator the writer
+// chose. Both views read it back, so the .zarray shows what was written
+// after a remount too (xarray masks elements equal to the fill value: a
+// null turned 0 would hide zeros), and hide it from the
 // attributes they show. An attribute, not a v3 extension field: every v3
 // reader accepts any attribute, while readers that predate
 // `"must_understand": false` (zarr-python 3 before 3.1.4, say) refuse
@@ -22,8 +24,11 @@ const v2SaidKey = "_zarrfs_v2"
 // array m, with v2SaidKey when m says what v3 cannot hold.
 func withV2Said(attrs json.RawMessage, m *meta.ArrayV2) (json.RawMessage, error) {
 	said := map[string]any{}
-	if m.FillValue == nil {
+	switch {
+	case m.FillValue == nil:
 		said["fill_value"] = nil
+	case m.FillText != nil:
+		said["fill_value"] = m.FillText
 	}
 	if m.DimensionSeparator != "" {
 		said["dimension_separator"] = m.DimensionSeparator
@@ -43,19 +48,16 @@ func withV2Said(attrs json.RawMessage, m *meta.ArrayV2) (json.RawMessage, error)
 	return json.Marshal(fields)
 }
 
-// v2Said reads v2SaidKey from a v3 array's attributes: whether its v2
-// writer said fill_value null, and the dimension_separator it chose ("" if
-// none).
-func v2Said(attrs json.RawMessage) (noFill bool, separator string) {
+// v2Said reads v2SaidKey from a v3 array's attributes: the fill_value its
+// v2 writer said (nil if v3 holds it as written), and the
+// dimension_separator it chose ("" if none).
+func v2Said(attrs json.RawMessage) (fill json.RawMessage, separator string) {
 	said := jsonFields(jsonFields(attrs)[v2SaidKey])
-	if fill, ok := said["fill_value"]; ok && string(fill) == "null" {
-		noFill = true
-	}
 	var sep string
 	if json.Unmarshal(said["dimension_separator"], &sep) == nil && (sep == "." || sep == "/") {
 		separator = sep
 	}
-	return noFill, separator
+	return said["fill_value"], separator
 }
 
 // withoutV2Said returns attributes as the views show them: without

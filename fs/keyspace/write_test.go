@@ -29,6 +29,13 @@ func writableFS(t *testing.T) (*keyspace.FS, *writeback.Writer, string) {
 	t.Helper()
 	dir := t.TempDir()
 	zarrtest.WriteV3Store(t, dir)
+	f, w := writableAt(t, dir)
+	return f, w, dir
+}
+
+// writableAt opens the store at dir read-write.
+func writableAt(t *testing.T, dir string) (*keyspace.FS, *writeback.Writer) {
+	t.Helper()
 	h := zarrtest.OpenHierarchy(t, dir, false)
 	journals, err := writeback.LocalJournalRoot(dir, true)
 	if err != nil {
@@ -42,7 +49,7 @@ func writableFS(t *testing.T) (*keyspace.FS, *writeback.Writer, string) {
 	f := keyspace.New(h, keyspace.Options{Writer: w})
 	t.Cleanup(f.Close)
 	t.Cleanup(func() { w.Close(context.Background()) })
-	return f, w, dir
+	return f, w
 }
 
 func readFile(t *testing.T, d *keyspace.Dir, name string) []byte {

@@ -458,16 +458,50 @@ func formatFloat(size int, bits uint64, f zarrFormat) json.RawMessage {
 	case math.IsInf(x, -1):
 		return marshalString("-Infinity")
 	}
-	var out []byte
 	switch size {
 	case 2:
-		out, _ = json.Marshal(shortestFloat16(uint16(bits)))
+		return pyFloat(shortestFloat16(uint16(bits)), 64)
 	case 4:
-		out, _ = json.Marshal(float32(x))
-	default:
-		out, _ = json.Marshal(x)
+		return pyFloat(x, 32)
 	}
-	return out // finite floats always marshal
+	return pyFloat(x, 64)
+}
+
+// pyFloat writes the finite x as Python's repr writes a float, and so
+// zarr-python and GDAL write fill values: the shortest digits that read
+// back as the same float of bitSize bits, positional with at least one
+// decimal ("0.0", "-2.5", "100.0") when the decimal point falls within 16
+// digits of the first, else with an exponent of at least two digits
+// ("-1e+20", "1.5e-05"). It stays a float for readers that tell JSON
+// integers from floats: GDAL reads -100000000000000000000 as an int64.
+func pyFloat(x float64, bitSize int) json.RawMessage {
+	mant, exp, _ := strings.Cut(strconv.FormatFloat(x, 'e', -1, bitSize), "e")
+	sign, digits := "", strings.Replace(mant, ".", "", 1)
+	if rest, neg := strings.CutPrefix(digits, "-"); neg {
+		sign, digits = "-", rest
+	}
+	e, _ := strconv.Atoi(exp)
+	point := e + 1 // digits before the decimal point
+	var s string
+	switch {
+	case point <= -4 || point > 16:
+		s = digits[:1]
+		if len(digits) > 1 {
+			s += "." + digits[1:]
+		}
+		es := "+"
+		if e < 0 {
+			es, e = "-", -e
+		}
+		s += fmt.Sprintf("e%s%02d", es, e)
+	case point <= 0:
+		s = "0." + strings.Repeat("0", -point) + digits
+	case point >= len(digits):
+		s = digits + strings.Repeat("0", point-len(digits)) + ".0"
+	default:
+		s = digits[:point] + "." + digits[point:]
+	}
+	return json.RawMessage(sign + s)
 }
 
 // shortestFloat16 returns the float64 with the fewest significant digits

@@ -221,16 +221,26 @@ func TestFormatFill(t *testing.T) {
 		{TypeFloat32, le32(0x7f800000), `"Infinity"`, `"Infinity"`},
 		{TypeFloat32, le32(0xff800000), `"-Infinity"`, `"-Infinity"`},
 		{TypeFloat32, le32(math.Float32bits(0.1)), `0.1`, `0.1`},
-		{TypeFloat32, le32(0x80000000), `-0`, `-0`},
+		{TypeFloat32, le32(0x80000000), `-0.0`, `-0.0`},
+		// Floats stay JSON floats, as Python's repr writes them (GDAL reads
+		// -100000000000000000000 as an int64).
+		{TypeFloat32, le32(math.Float32bits(-1e20)), `-1e+20`, `-1e+20`},
+		{TypeFloat32, le32(math.Float32bits(3)), `3.0`, `3.0`},
+		{TypeFloat32, le32(math.Float32bits(1.5e-5)), `1.5e-05`, `1.5e-05`},
+		{TypeFloat64, le64(0), `0.0`, `0.0`},
 		{TypeFloat64, le64(math.Float64bits(1e21)), `1e+21`, `1e+21`},
+		{TypeFloat64, le64(math.Float64bits(1e16)), `1e+16`, `1e+16`},
+		{TypeFloat64, le64(math.Float64bits(1e15)), `1000000000000000.0`, `1000000000000000.0`},
+		{TypeFloat64, le64(math.Float64bits(1e-4)), `0.0001`, `0.0001`},
 		{TypeFloat64, le64(math.Float64bits(-1000.5)), `-1000.5`, `-1000.5`},
+		{TypeFloat64, le64(math.Float64bits(-9.969209968386869e+36)), `-9.969209968386869e+36`, `-9.969209968386869e+36`}, // netCDF's default
 		{TypeFloat16, le16(0x2e66), `0.1`, `0.1`},
 		{TypeFloat16, le16(0x63d1), `1000.5`, `1000.5`},
-		{TypeFloat16, le16(0x7bff), `65500`, `65500`}, // shortest that reads back as 65504, as numpy prints it
-		{TypeFloat16, le16(0x0001), `6e-8`, `6e-8`},
+		{TypeFloat16, le16(0x7bff), `65500.0`, `65500.0`}, // shortest that reads back as 65504, as numpy prints it
+		{TypeFloat16, le16(0x0001), `6e-08`, `6e-08`},
 		{TypeFloat16, le16(0x7e00), `"NaN"`, `"NaN"`},
 		{TypeFloat16, le16(0x7e01), `"0x7e01"`, `"NaN"`},
-		{TypeComplex64, append(le32(math.Float32bits(1)), le32(0x7fc00001)...), `[1,"0x7fc00001"]`, `[1,"NaN"]`},
+		{TypeComplex64, append(le32(math.Float32bits(1)), le32(0x7fc00001)...), `[1.0,"0x7fc00001"]`, `[1.0,"NaN"]`},
 		{typeR16, []byte{1, 255}, `[1,255]`, `"Af8="`},
 		{typeS4, []byte("ab\x00\x00"), `"YWI="`, `"YWI="`},
 		{typeS4, []byte{0, 0, 0, 0}, `""`, `""`},

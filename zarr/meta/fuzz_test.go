@@ -72,6 +72,7 @@ func FuzzParseZarray(f *testing.F) {
 	f.Add([]byte(validZarray))
 	f.Add([]byte(`{"zarr_format": 2, "shape": [], "chunks": [], "dtype": "|O", "fill_value": 0, "filters": [{"id": "vlen-utf8"}], "dimension_separator": "/"}`))
 	f.Add([]byte(`{"zarr_format": 2, "shape": [3], "chunks": [2], "dtype": "<U3", "fill_value": "ab", "order": "C", "compressor": null}`))
+	f.Add([]byte(`{"zarr_format": 2, "shape": [3], "chunks": [2], "dtype": "<f4", "fill_value": -1.0000000200408773e+20, "compressor": {"id": "blosc", "shuffle": "BIT"}}`))
 	addFixtureSeeds(f, ".zarray")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		a, err := ParseZarray(b)

@@ -32,6 +32,12 @@ type ArrayV2 struct {
 	// FillValue is one decoded element (see dtype.ParseFillV2), nil for
 	// null: no fill value.
 	FillValue []byte
+	// FillText is fill_value as the writer spelled it (compact) when that
+	// is not how dtype.FormatFillV2 spells FillValue: 0 for the empty
+	// string of an object array, as zarr-python 2 writes it, or a float
+	// with more digits than it needs. Marshal writes it while it still
+	// reads as FillValue.
+	FillText json.RawMessage
 	// DimensionSeparator is "." (the default) or "/".
 	DimensionSeparator string
 	doc                document
@@ -61,6 +67,7 @@ func (a *ArrayV2) Clone() *ArrayV2 {
 		}
 	}
 	b.FillValue = bytes.Clone(a.FillValue)
+	b.FillText = bytes.Clone(a.FillText)
 	return &b
 }
 
@@ -121,6 +128,11 @@ func parseZarray(b []byte) (*ArrayV2, error) {
 	if fill != nil {
 		if a.FillValue, err = dtype.ParseFillV2(a.DataType, fill); err != nil {
 			return nil, fromDtype(err)
+		}
+		var written bytes.Buffer
+		json.Compact(&written, fill) // valid: it parsed
+		if canonical, err := dtype.FormatFillV2(a.DataType, a.FillValue); err != nil || !bytes.Equal(canonical, written.Bytes()) {
+			a.FillText = written.Bytes()
 		}
 	}
 	fields, err := a.fields()
@@ -249,6 +261,11 @@ func (a *ArrayV2) fields() ([]field, error) {
 	fill, err := dtype.FormatFillV2(a.DataType, a.FillValue)
 	if err != nil {
 		return nil, fromDtype(err)
+	}
+	if a.FillText != nil {
+		if v, err := dtype.ParseFillV2(a.DataType, a.FillText); err == nil && bytes.Equal(v, a.FillValue) && (v == nil) == (a.FillValue == nil) {
+			fill = a.FillText
+		}
 	}
 	compressor := json.RawMessage("null")
 	if a.Compressor != nil {

@@ -307,3 +307,53 @@ func TestZarrayObjectCodecs(t *testing.T) {
 		}
 	}
 }
+
+// TestFillText: a fill_value spelled otherwise than FormatFillV2 spells it
+// (0 for an object array's empty string, a float with more digits than it
+// needs) is kept as FillText and written back so, also by an ArrayV2 made
+// anew with it, while it still reads as FillValue.
+func TestFillText(t *testing.T) {
+	for _, c := range []struct{ dtype, filters, fill, text string }{
+		{`"|O"`, `[{"id":"vlen-utf8"}]`, `0`, `0`},
+		{`"<f4"`, `null`, `-1.0000000200408773e+20`, `-1.0000000200408773e+20`},
+		{`"<f8"`, `null`, `-1e20`, `-1e20`},
+		{`"<f8"`, `null`, `0.0`, ``},
+		{`"<i4"`, `null`, `7`, ``},
+		{`"<f8"`, `null`, `null`, ``},
+	} {
+		doc := `{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":` + c.dtype + `,"compressor":null,"filters":` + c.filters + `,"order":"C","fill_value":` + c.fill + `}`
+		a, err := ParseZarray([]byte(doc))
+		if err != nil {
+			t.Fatalf("%s: %v", doc, err)
+		}
+		if string(a.FillText) != c.text {
+			t.Errorf("%s %s: FillText %q, want %q", c.dtype, c.fill, a.FillText, c.text)
+		}
+		made := &ArrayV2{Shape: a.Shape, Chunks: a.Chunks, DataType: a.DataType, Endian: a.Endian, Order: 'C',
+			Filters: a.Filters, FillValue: a.FillValue, FillText: a.FillText, DimensionSeparator: "."}
+		for name, m := range map[string]*ArrayV2{"parsed": a, "made": made} {
+			if got := marshal(t, m); memberText(t, got, "fill_value") != c.fill {
+				t.Errorf("%s %s %s: written back as\n%s", name, c.dtype, c.fill, got)
+			}
+		}
+	}
+	a, err := ParseZarray([]byte(`{"zarr_format":2,"shape":[4],"chunks":[2],"dtype":"<f8","compressor":null,"filters":null,"order":"C","fill_value":-1e20}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.FillValue = make([]byte, 8) // changed: the text no longer says it
+	if got := marshal(t, a); memberText(t, got, "fill_value") != "0.0" {
+		t.Errorf("a changed fill value is written with its old text:\n%s", got)
+	}
+}
+
+// memberText returns a member of a JSON object as written.
+func memberText(t *testing.T, doc, key string) string {
+	t.Helper()
+	ms, err := parseObject([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := lookup(ms, key)
+	return string(v)
+}
