@@ -257,9 +257,11 @@ type fileNode struct {
 	gofs.Inode
 	b *binding
 	f atomic.Pointer[keyspace.File] // replaced when a temporary file is renamed
-	// gen is the shard generation the kernel's cached pages came from.
-	mu  sync.Mutex
-	gen store.Generation
+	// gen is the shard generation the kernel's cached pages came from;
+	// writers are the handles open for writing the file.
+	mu      sync.Mutex
+	gen     store.Generation
+	writers map[*writeHandle]bool
 	// push is the content to hand to the kernel's page cache once it
 	// knows the inode (see preparePush).
 	push atomic.Pointer[[]byte]

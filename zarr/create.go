@@ -139,3 +139,29 @@ func (h *Hierarchy) Insert(n *Node) error {
 	h.nodes[n.Path] = n
 	return nil
 }
+
+// Remove takes the node at path, and every node below it, out of the
+// hierarchy (after a delete, or a move).
+func (h *Hierarchy) Remove(path string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.remove(path)
+}
+
+func (h *Hierarchy) remove(path string) {
+	if path == "" {
+		return
+	}
+	for p := range h.nodes {
+		if p == path || strings.HasPrefix(p, path+"/") {
+			delete(h.nodes, p)
+		}
+	}
+	parentPath, name := "", path
+	if i := strings.LastIndexByte(path, '/'); i >= 0 {
+		parentPath, name = path[:i], path[i+1:]
+	}
+	if parent, ok := h.nodes[parentPath]; ok {
+		parent.Children = slices.DeleteFunc(slices.Clone(parent.Children), func(c string) bool { return c == name })
+	}
+}

@@ -64,6 +64,8 @@ type arrayView struct {
 	// peerTargets are the encodings peers of other V2Transcode settings
 	// asked for, by setting (peerTarget).
 	peerTargets sync.Map
+	// movedTo is the array's path once it was moved (guarded by FS.meta).
+	movedTo string
 }
 
 // newArrayView translates an array for a view; an error says why the view
@@ -159,6 +161,9 @@ func (av *arrayView) setV2(n *zarr.Node, chunk []int, chain []meta.Codec) error 
 			m.DataType = a.Type // the filters hold the object codec
 		}
 		m.Order, m.Filters, m.Compressor, av.drop = v2.Order, v2.Filters, v2.Compressor, v2.DropTrailing
+		if ok {
+			m.Filters, m.Compressor = v2SaidCodecs(n.Attributes, m, chain)
+		}
 		if av.noFill {
 			m.FillValue = nil
 		}

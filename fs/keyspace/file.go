@@ -127,9 +127,10 @@ func (d *Document) ReadShared(ctx context.Context, p []byte, off int64) ([]byte,
 }
 
 // OpenWrite opens the document for writing: only attributes are writable
-// (.zattrs, and the attributes of zarr.json).
+// (.zattrs, and the attributes of zarr.json), the shape of arrays, and
+// documents written again as they are (writeDoc).
 func (d *Document) OpenWrite(ctx context.Context, truncate bool) (*WriteHandle, error) {
-	if d.fs.Writable() && d.name != zarr.ZAttrs && d.name != zarr.ZarrJSON && d.name != zarr.ZMetadata && (d.name != zarr.ZArray || d.fs.arrayOf(d.node) == nil) {
+	if d.fs.Writable() && d.name != zarr.ZAttrs && d.name != zarr.ZarrJSON && d.name != zarr.ZMetadata && d.name != zarr.ZGroup && (d.name != zarr.ZArray || d.fs.arrayOf(d.node) == nil) {
 		d.fs.logOnce(ctx, d.path, "metadata edit refused: only attributes (.zattrs, zarr.json attributes), the shape of arrays and consolidated metadata are writable")
 		return nil, fmt.Errorf("%w: %s is not writable", ErrPermission, d.path)
 	}

@@ -19,6 +19,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zarrfs/zarrfs/cache"
@@ -122,6 +123,10 @@ type Options struct {
 	// 0 means DefaultNewShardBytes, a negative value stores new arrays
 	// unsharded, as written.
 	NewShardBytes int64
+	// NewStore: the store is empty, and the hierarchy's root group is not
+	// in it yet; its zarr.json is written before the first node or
+	// attribute (storeRoot).
+	NewStore bool
 }
 
 // FS holds the views of one hierarchy and the caches they share.
@@ -171,6 +176,10 @@ type FS struct {
 	madeDirs sync.Map
 	// notify tells the binding which files a write changed (SetNotifier).
 	notify func(Alias)
+	// rootUnstored: the root group of a new store is not in the store yet
+	// (Options.NewStore); rootMu serializes writing it.
+	rootUnstored atomic.Bool
+	rootMu       sync.Mutex
 }
 
 // New builds the views of h.
@@ -204,6 +213,7 @@ func New(h *zarr.Hierarchy, opts Options) *FS {
 	case opts.Unpublished != nil:
 		eo.Pending = opts.Unpublished
 	}
+	f.rootUnstored.Store(opts.NewStore)
 	f.engine = engine.New(h.Store, eo)
 	f.cache = f.engine.Cache()
 	if opts.Writer != nil {

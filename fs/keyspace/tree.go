@@ -19,6 +19,8 @@ type vnode struct {
 	names    []string   // children, sorted
 	docs     []doc      // guarded by FS.meta: attribute writes replace them
 	arr      *arrayView // arrays only
+	// movedTo is the node's path once it was moved (guarded by FS.meta).
+	movedTo string
 }
 
 // buildView translates the hierarchy for a view. Nodes the view cannot

@@ -455,7 +455,10 @@ func (d *Dir) Create(ctx context.Context, name string, exclusive bool) (Entry, *
 	if !d.fs.Writable() {
 		return Entry{}, nil, ErrReadOnly
 	}
-	d = d.current(ctx)
+	d, err := d.current(ctx).recreating(ctx, name)
+	if err != nil {
+		return Entry{}, nil, err
+	}
 	p := joinPath(d.path, name)
 	if av, coords, ok := d.chunkAt(name); ok {
 		f := &Chunk{place: place{fs: d.fs, view: d.view, path: p}, arr: av, coords: coords}
@@ -564,6 +567,10 @@ func (d *Dir) Rename(ctx context.Context, name string, to *Dir, newName string) 
 	t.mu.Lock()
 	content := slices.Clone(t.data)
 	t.mu.Unlock()
+	to, err := to.recreating(ctx, newName)
+	if err != nil {
+		return err
+	}
 	dst := joinPath(to.path, newName)
 	if to.pending && createsNode(to.view, newName) {
 		return d.fs.renameCreating(ctx, d.view, src, to.path, newName, content)
