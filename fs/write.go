@@ -7,6 +7,7 @@ import (
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
 	"github.com/zarrfs/zarrfs/fs/keyspace"
 )
@@ -48,8 +49,14 @@ func (n *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
 
 func (n *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
 	to, ok := newParent.(*dirNode)
-	if !ok || flags != 0 {
+	if !ok || flags&^unix.RENAME_NOREPLACE != 0 {
 		return syscall.EXDEV
+	}
+	if flags&unix.RENAME_NOREPLACE != 0 {
+		// mv asks for it: a rename that replaces nothing.
+		if _, err := to.d.Lookup(ctx, newName); err == nil {
+			return syscall.EEXIST
+		}
 	}
 	if err := n.d.Rename(ctx, name, to.d, newName); err != nil {
 		return n.b.errno(ctx, "rename", n.d.Path()+"/"+name, err)
@@ -233,6 +240,12 @@ func (b *binding) notify(a keyspace.Alias) {
 	}
 	if dir == nil {
 		return // the kernel has not seen the directory: nothing is cached
+	}
+	if a.Gone {
+		// Later: the rename that made it holds the directory's lock until
+		// it returns, and an invalidation waits for that lock.
+		go dir.NotifyEntry(a.Name)
+		return
 	}
 	child := dir.GetChild(a.Name)
 	switch {

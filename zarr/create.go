@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -164,4 +165,44 @@ func (h *Hierarchy) remove(path string) {
 	if parent, ok := h.nodes[parentPath]; ok {
 		parent.Children = slices.DeleteFunc(slices.Clone(parent.Children), func(c string) bool { return c == name })
 	}
+}
+
+// Move gives the node at from, and every node below it, the paths below
+// to, after the store moved their keys there: to must be free and its
+// parent a group.
+func (h *Hierarchy) Move(from, to string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.nodes[from]; !ok || from == "" {
+		return fmt.Errorf("/%s: no node to move", from)
+	}
+	if _, ok := h.nodes[to]; ok {
+		return fmt.Errorf("/%s: a node exists there", to)
+	}
+	parentPath, name := "", to
+	if i := strings.LastIndexByte(to, '/'); i >= 0 {
+		parentPath, name = to[:i], to[i+1:]
+	}
+	parent, ok := h.nodes[parentPath]
+	if !ok || parent.Kind != GroupKind || strings.HasPrefix(parentPath+"/", from+"/") {
+		return fmt.Errorf("/%s: its parent is not a group", to)
+	}
+	moved := map[string]*Node{}
+	for p, n := range h.nodes {
+		if p != from && !strings.HasPrefix(p, from+"/") {
+			continue
+		}
+		c := *n
+		c.Path = to + p[len(from):]
+		if n.Array != nil {
+			c.Array = n.Array.At(c.Path)
+		}
+		moved[c.Path] = &c
+	}
+	h.remove(from)
+	maps.Copy(h.nodes, moved)
+	children := slices.Clone(parent.Children)
+	i, _ := slices.BinarySearch(children, name)
+	parent.Children = slices.Insert(children, i, name)
+	return nil
 }

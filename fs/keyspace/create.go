@@ -62,6 +62,19 @@ func (d *Dir) holdsNewNodes() bool {
 	return d.node != nil && d.fs.arrayOf(d.node) == nil && d.node.node != nil && d.node.node.Format != 2
 }
 
+// refuseInV2 refuses, saying what the user can do instead, a directory
+// made in a group of a Zarr v2 hierarchy (holdsNewNodes): zarrfs creates
+// Zarr v3 nodes only, and a v2 hierarchy's readers would not find one.
+func (d *Dir) refuseInV2(ctx context.Context, name string) error {
+	if d.node == nil || d.node.node == nil || d.fs.arrayOf(d.node) != nil || d.node.node.Format != 2 {
+		return nil
+	}
+	p := joinPath(d.path, name)
+	d.fs.opts.Logger.WarnContext(ctx, "mkdir refused: zarrfs creates groups and arrays as Zarr v3 only, and this group is one of a Zarr v2 hierarchy, whose readers would not find them; "+
+		"write the new node to the store itself, not through the mount, or into a Zarr v3 store (an empty directory mounted read-write becomes one)", "key", p)
+	return fmt.Errorf("%w: /%s: zarrfs creates Zarr v3 nodes only, and /%s is a group of a Zarr v2 hierarchy", ErrPermission, p, d.path)
+}
+
 // current returns the directory d stands for now (a kernel keeps the
 // directories it looked up): a pending directory whose node was created
 // since becomes that node's directory, and the directory of a node (or

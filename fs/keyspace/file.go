@@ -109,7 +109,7 @@ func (d *Document) content() []byte {
 func (d *Document) Attr(context.Context) (Attr, error) { return d.attr(), nil }
 
 func (d *Document) attr() Attr {
-	return Attr{Ino: inode(d.view, d.path), Size: int64(len(d.content())), Mtime: d.fs.mtime}
+	return Attr{Ino: d.fs.inode(d.view, d.path), Size: int64(len(d.content())), Mtime: d.fs.mtime}
 }
 
 func (d *Document) Open(context.Context) (*Handle, error) {
@@ -162,7 +162,7 @@ func (f *Chunk) Attr(ctx context.Context) (Attr, error) {
 	if !ok {
 		return Attr{}, ErrNotFound
 	}
-	attr := Attr{Ino: inode(f.view, f.path), Size: loc.N - int64(f.arr.drop), Mtime: loc.ModTime}
+	attr := Attr{Ino: f.fs.inode(f.view, f.path), Size: loc.N - int64(f.arr.drop), Mtime: loc.ModTime}
 	if !f.fs.Writable() && f.arr.eng.Watch(loc) {
 		attr.KeepFor = engine.WatchFor
 	}
@@ -486,7 +486,7 @@ func (f *Temp) Attr(context.Context) (Attr, error) { return f.attr(), nil }
 func (f *Temp) attr() Attr {
 	f.data.mu.Lock()
 	defer f.data.mu.Unlock()
-	return Attr{Ino: inode(f.view, f.path), Size: int64(len(f.data.data)), Mtime: f.data.mtime}
+	return Attr{Ino: f.fs.inode(f.view, f.path), Size: int64(len(f.data.data)), Mtime: f.data.mtime}
 }
 
 func (f *Temp) Open(context.Context) (*Handle, error) {

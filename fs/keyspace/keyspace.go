@@ -15,9 +15,11 @@ package keyspace
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"hash/fnv"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -180,6 +182,9 @@ type FS struct {
 	// (Options.NewStore); rootMu serializes writing it.
 	rootUnstored atomic.Bool
 	rootMu       sync.Mutex
+	// movedAway counts, by path, the nodes moved away from it (move.go):
+	// what is at the path since gets inode numbers of its own.
+	movedAway atomic.Pointer[map[string]uint64]
 }
 
 // New builds the views of h.
@@ -243,6 +248,9 @@ type Alias struct {
 	// check of its shard, which readers of the shard's files may be
 	// waiting for: the notifier must not wait for them.
 	Outside bool
+	// Gone: the name no longer stands for what the kernel may hold under
+	// it (a node moved away, or moved there): its entry is to be dropped.
+	Gone bool
 }
 
 // SetNotifier registers the function told about every entry a write
@@ -286,11 +294,29 @@ type Entry struct {
 }
 
 // inode returns a stable inode number for a path of a view: a hash, so
-// that it needs no table and is the same in every mount.
-func inode(v View, path string) uint64 {
+// that it needs no table and is the same in every mount. A path a node
+// was moved away from (or a path below it) hashes with the number of such
+// moves, so that what is there since is never taken for the node moved,
+// whose inode the kernel may still hold.
+func (f *FS) inode(v View, path string) uint64 {
+	var moves uint64
+	if away := f.movedAway.Load(); away != nil {
+		for p, n := range *away {
+			if path == p || strings.HasPrefix(path, p+"/") {
+				moves += n
+			}
+		}
+	}
+	return inode(v, path, moves)
+}
+
+func inode(v View, path string, moves uint64) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte{byte(v)})
 	h.Write([]byte(path))
+	if moves > 0 {
+		h.Write(binary.LittleEndian.AppendUint64(nil, moves))
+	}
 	ino := h.Sum64()
 	if ino <= 1 { // 1 is the mount root
 		ino += 2

@@ -181,9 +181,9 @@ func (d *Dir) Path() string { return d.path }
 
 // Attr describes the directory.
 func (d *Dir) Attr() Attr {
-	ino := inode(d.view, d.path)
+	ino := d.fs.inode(d.view, d.path)
 	if d.path == "" {
-		ino = inode(d.view, "/")
+		ino = d.fs.inode(d.view, "/")
 	}
 	return Attr{Ino: ino, Dir: true, Mtime: d.fs.mtime}
 }
@@ -309,7 +309,7 @@ func (d *Dir) List(ctx context.Context) iter.Seq2[DirEntry, error] {
 	return func(yield func(DirEntry, error) bool) {
 		d := d.current(ctx)
 		entry := func(name string, dir bool) DirEntry {
-			return DirEntry{Name: name, Dir: dir, Ino: inode(d.view, joinPath(d.path, name))}
+			return DirEntry{Name: name, Dir: dir, Ino: d.fs.inode(d.view, joinPath(d.path, name))}
 		}
 		for _, name := range d.fs.temps.in(d.view, d.path) {
 			if !yield(entry(name, false), nil) {
