@@ -73,6 +73,9 @@ var (
 )
 
 func (n *dirNode) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if n.d.Gone(ctx) {
+		return syscall.ENOENT // deleted, or moved away, since the kernel looked it up
+	}
 	n.b.fill(n.d.Attr(), &out.Attr)
 	return 0
 }

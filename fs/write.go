@@ -27,6 +27,9 @@ var (
 )
 
 func (n *dirNode) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
+	if n.d.Gone(ctx) {
+		return nil, nil, 0, syscall.ENOENT
+	}
 	e, h, err := n.d.Create(ctx, name, flags&syscall.O_EXCL != 0)
 	if err != nil {
 		return nil, nil, 0, n.b.errno(ctx, "create", n.d.Path()+"/"+name, err)
@@ -75,6 +78,9 @@ func (n *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 
 // Mkdir makes a directory that waits for its metadata (keyspace.Dir.Mkdir).
 func (n *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if n.d.Gone(ctx) {
+		return nil, syscall.ENOENT
+	}
 	if errno := n.b.errno(ctx, "mkdir", n.d.Path()+"/"+name, n.d.Mkdir(ctx, name)); errno != 0 {
 		return nil, errno
 	}
@@ -242,9 +248,8 @@ func (b *binding) notify(a keyspace.Alias) {
 		return // the kernel has not seen the directory: nothing is cached
 	}
 	if a.Gone {
-		// Later: the rename that made it holds the directory's lock until
-		// it returns, and an invalidation waits for that lock.
-		go dir.NotifyEntry(a.Name)
+		// Waits for the kernel's lock of the directory.
+		dir.NotifyEntry(a.Name)
 		return
 	}
 	child := dir.GetChild(a.Name)

@@ -80,6 +80,7 @@ func (d *Dir) refuseInV2(ctx context.Context, name string) error {
 // since becomes that node's directory, and the directory of a node (or
 // array) replaced since, deleted and created again, resized or moved,
 // the one at its path now.
+// A directory no longer there is one without entries, which takes none.
 func (d *Dir) current(ctx context.Context) *Dir {
 	p, stale := d.fs.stale(d)
 	if !stale {
@@ -88,8 +89,13 @@ func (d *Dir) current(ctx context.Context) *Dir {
 	if cur, ok := d.fs.dirAt(ctx, d.view, p); ok {
 		return cur
 	}
-	return d
+	return &Dir{fs: d.fs, view: d.view, path: d.path, depth: -1, pending: true, gone: true}
 }
+
+// Gone reports whether the directory is no longer there: its node was
+// deleted or moved away (in another view), or it was a pending directory
+// removed since.
+func (d *Dir) Gone(ctx context.Context) bool { return d.current(ctx).gone }
 
 // stale reports whether d is no longer the directory at its path, and the
 // path where what it stood for is now.

@@ -249,7 +249,9 @@ type Alias struct {
 	// waiting for: the notifier must not wait for them.
 	Outside bool
 	// Gone: the name no longer stands for what the kernel may hold under
-	// it (a node moved away, or moved there): its entry is to be dropped.
+	// it (a node moved away, or moved there): its entry is dropped, which
+	// waits for the kernel's lock of the directory, so the caller holds no
+	// lock a request may wait for.
 	Gone bool
 }
 

@@ -27,7 +27,7 @@ import (
 var ErrCrossDevice = errors.New("cannot rename in this store")
 
 // moveNode moves the group or array of the directory vn to newName in the
-// group directory to.
+// group directory to, of the same view.
 func (f *FS) moveNode(ctx context.Context, vn *vnode, to *Dir, newName string) error {
 	f.meta.RLock()
 	n := vn.node
@@ -45,6 +45,29 @@ func (f *FS) moveNode(ctx context.Context, vn *vnode, to *Dir, newName string) e
 		f.logOnce(ctx, from, "moved by copying: the store cannot rename a node in place (or the node holds files waiting for their metadata)", "to", dst)
 		return fmt.Errorf("%w: /%s", ErrCrossDevice, from)
 	}
+	if err := f.rename(ctx, renamer, to.view, from, dst); err != nil {
+		return err
+	}
+	// The kernel keeps the names of the other view where they were: they
+	// are dropped before the rename returns (no lock of this mount is
+	// held). In the view renamed, the kernel holds the directories it
+	// moves until the rename returns: the moved entry is dropped after.
+	for _, v := range []View{V3, V2} {
+		old := Alias{View: v, Dir: parentOf(from), Name: pathBase(from), Gone: true}
+		moved := Alias{View: v, Dir: to.path, Name: newName, Gone: true}
+		if v == to.view {
+			go f.notify(moved)
+			continue
+		}
+		f.notify(old)
+		f.notify(moved)
+	}
+	return nil
+}
+
+// rename moves the node at from to dst in the store, the hierarchy and
+// the views; v is the view the rename came through.
+func (f *FS) rename(ctx context.Context, renamer store.Renamer, v View, from, dst string) error {
 	f.structure.Lock()
 	defer f.structure.Unlock()
 	f.creating.Lock()
@@ -80,7 +103,7 @@ func (f *FS) moveNode(ctx context.Context, vn *vnode, to *Dir, newName string) e
 		return err // checked above: only a bug gets here
 	}
 	f.shardsGone(keys)
-	f.moveViews(ctx, from, dst)
+	f.moveViews(ctx, v, from, dst)
 	f.opts.Logger.InfoContext(ctx, "moved", "from", from, "to", dst)
 	return nil
 }
@@ -142,10 +165,11 @@ func (f *FS) holdsTemps(p string) bool {
 }
 
 // moveViews shows the nodes the hierarchy moved from below from to below
-// to in both views. The directories of the old paths a kernel still holds
-// resolve to the new ones (Dir.current), and names at the old paths get
-// inode numbers of their own (inode).
-func (f *FS) moveViews(ctx context.Context, from, to string) {
+// to in both views. The directories of the old paths that the kernel
+// moved with the rename, in view v, resolve to the new ones (Dir.current);
+// in the other view, where the kernel holds them at the old names, they
+// are gone. Names at the old paths get inode numbers of their own (inode).
+func (f *FS) moveViews(ctx context.Context, v View, from, to string) {
 	moved := func(p string) (string, bool) {
 		if p == from || strings.HasPrefix(p, from+"/") {
 			return to + p[len(from):], true
@@ -154,17 +178,21 @@ func (f *FS) moveViews(ctx context.Context, from, to string) {
 	}
 	oldParent, oldName := parentOf(from), pathBase(from)
 	f.meta.Lock()
-	for _, v := range []View{V3, V2} {
-		for p, vn := range f.vnodes[v] {
-			if np, ok := moved(p); ok {
+	for _, view := range []View{V3, V2} {
+		for p, vn := range f.vnodes[view] {
+			np, ok := moved(p)
+			if !ok {
+				continue
+			}
+			if view == v {
 				vn.movedTo = np
 				if vn.arr != nil {
 					vn.arr.movedTo = np
 				}
-				delete(f.vnodes[v], p)
 			}
+			delete(f.vnodes[view], p)
 		}
-		if parent := f.vnodes[v][oldParent]; parent != nil && parent.children[oldName] != nil {
+		if parent := f.vnodes[view][oldParent]; parent != nil && parent.children[oldName] != nil {
 			delete(parent.children, oldName)
 			parent.names = slices.DeleteFunc(slices.Clone(parent.names), func(s string) bool { return s == oldName })
 		}
@@ -204,9 +232,5 @@ func (f *FS) moveViews(ctx context.Context, from, to string) {
 	}
 	for _, n := range nodes {
 		f.addNode(ctx, &newNode{node: n})
-	}
-	for _, v := range []View{V3, V2} {
-		f.notify(Alias{View: v, Dir: oldParent, Name: oldName, Gone: true})
-		f.notify(Alias{View: v, Dir: parentOf(to), Name: pathBase(to), Gone: true})
 	}
 }

@@ -174,6 +174,8 @@ type Dir struct {
 	// pending: a directory made in the view that waits for its metadata
 	// (create.go).
 	pending bool
+	// gone: the directory is no longer there (Dir.current).
+	gone bool
 }
 
 // Path is the directory's path within its view ("" for the root).
