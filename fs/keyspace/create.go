@@ -103,6 +103,9 @@ func (f *FS) stale(d *Dir) (string, bool) {
 	if d.pending {
 		return d.path, !f.temps.isDir(d.view, d.path)
 	}
+	if !f.replaced.Load() {
+		return "", false
+	}
 	f.meta.RLock()
 	defer f.meta.RUnlock()
 	switch {

@@ -124,6 +124,7 @@ func (f *FS) shardsGone(keys []string) {
 func (f *FS) forget(path string) {
 	parent, name := parentOf(path), pathBase(path)
 	f.h.Remove(path)
+	f.replaced.Store(true)
 	f.meta.Lock()
 	for _, v := range []View{V3, V2} {
 		delete(f.vnodes[v], path)

@@ -182,6 +182,10 @@ type FS struct {
 	// (Options.NewStore); rootMu serializes writing it.
 	rootUnstored atomic.Bool
 	rootMu       sync.Mutex
+	// replaced: a node or array view was taken out of the views or
+	// replaced (a delete, resize or move), so directories the kernel
+	// holds may stand for ones no longer there (Dir.current).
+	replaced atomic.Bool
 	// movedAway counts, by path, the nodes moved away from it (move.go):
 	// what is at the path since gets inode numbers of its own.
 	movedAway atomic.Pointer[map[string]uint64]

@@ -177,6 +177,7 @@ func (f *FS) moveViews(ctx context.Context, v View, from, to string) {
 		return "", false
 	}
 	oldParent, oldName := parentOf(from), pathBase(from)
+	f.replaced.Store(true)
 	f.meta.Lock()
 	for _, view := range []View{V3, V2} {
 		for p, vn := range f.vnodes[view] {

@@ -234,6 +234,7 @@ func (f *FS) replaceArray(n *zarr.Node, a *zarr.Array) error {
 		}
 		views[v] = av
 	}
+	f.replaced.Store(true)
 	f.meta.Lock()
 	for v, av := range views {
 		vn := f.vnodes[v][n.Path]
