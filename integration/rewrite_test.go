@@ -1,7 +1,6 @@
 package integration_test
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -9,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/zarrtest"
 )
 
@@ -84,20 +82,7 @@ func TestWriteAgain(t *testing.T) {
 func TestCreateOverDeleted(t *testing.T) {
 	o := zarrtest.NewOracle(t)
 	dir := deleteStore(t)
-	ctx := context.Background()
-	s := zarrtest.OpenStore(t, dir)
-	h, err := zarr.Open(ctx, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, ok := h.Node("victim")
-	if !ok || n.Array == nil {
-		t.Fatal("no array victim")
-	}
-	if err := zarr.DeleteArrayMetadata(ctx, n.Array); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
+	deleteCutShort(t, dir, "victim")
 	if left := storeKeys(t, dir, "victim"); len(left) < 3 {
 		t.Fatalf("the delete cut short left %v; want the tombstone and shards", left)
 	}

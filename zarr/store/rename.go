@@ -75,10 +75,11 @@ func (d *Dir) openDirNoFollow(dir string) (int, error) {
 	}
 	for _, name := range strings.Split(dir, "/") {
 		next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		unix.Close(fd)
-		if errors.Is(err, unix.ELOOP) {
-			return -1, fmt.Errorf("%w %q: a symbolic link on the way", ErrInvalidKey, dir)
+		var st unix.Stat_t
+		if err != nil && unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			err = fmt.Errorf("%w %q: a symbolic link on the way", ErrInvalidKey, dir)
 		}
+		unix.Close(fd)
 		if err != nil {
 			return -1, fmt.Errorf("%s: %w", dir, err)
 		}
