@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/zarrfs/zarrfs/zarr/store/s3store/s3test"
 	"github.com/zarrfs/zarrfs/zarr/zarrtest"
 )
 
@@ -171,4 +172,52 @@ func tarMetadataFirst(t *testing.T, src string) string {
 		t.Fatalf("tar -c: %v\n%s", err, out)
 	}
 	return archive
+}
+
+// TestMoveS3: mv of a group within an s3:// mount, where the store has
+// no rename (EXDEV), copies it through the mount and deletes the source:
+// mv exits 0, and the bucket then holds the group under its new name only,
+// every array as the source, as zarrita reads a download.
+func TestMoveS3(t *testing.T) {
+	zarrtest.RequirePython(t, "zarr")
+	o := zarrtest.NewOracle(t)
+	src := filepath.Join(t.TempDir(), "src.zarr")
+	out, err := python(resumeSource, src).Output()
+	if err != nil {
+		t.Fatalf("zarr-python: %v\n%s", err, stderrOf(err))
+	}
+	var want map[string]string
+	if err := json.Unmarshal(out, &want); err != nil {
+		t.Fatal(err)
+	}
+	srv := s3test.Start(t)
+	srv.Bucket(t, "zarr")
+	root := t.TempDir()
+	v3Root(t, root)
+	srv.Upload(t, root, "zarr", "moving")
+	useS3(t, srv, srv.Endpoint)
+	m := mount(t, "s3://zarr/moving", "--s3-path-style", "--journal-dir", t.TempDir())
+	v2 := filepath.Join(m.Dir, "v2")
+	for _, args := range [][]string{{"cp", "-r", src, v2 + "/r"}, {"mv", v2 + "/r", v2 + "/moved"}} {
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Errorf("%s: %v\n%s\nzarrfs log:\n%s", args[0], err, out, m.Log())
+		}
+	}
+	if err := m.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	got := t.TempDir()
+	srv.Download(t, "zarr", "moving", got)
+	if left := storeKeys(t, got, "r"); len(left) != 0 {
+		t.Errorf("left of the source in the bucket: %v", left)
+	}
+	stored := o.ZarritaAll(t, got)
+	for p, digest := range want {
+		if p == "scalar" {
+			continue // the zarrita oracle reads no 0-d array
+		}
+		if z := stored["moved/"+p]; z.Error != "" || z.SHA256 != digest {
+			t.Errorf("zarrita reads moved/%s from the bucket: %q, digest %s; the source's %s", p, z.Error, z.SHA256, digest)
+		}
+	}
 }

@@ -556,6 +556,9 @@ func (d *Dir) Rename(ctx context.Context, name string, to *Dir, newName string) 
 		return fmt.Errorf("%w: rename across views", ErrPermission)
 	}
 	d, to = d.current(ctx), to.current(ctx)
+	if d.gone || to.gone {
+		return ErrNotFound // a directory deleted or moved away since
+	}
 	src := joinPath(d.path, name)
 	t := d.fs.temps.get(d.view, src)
 	if t == nil {
