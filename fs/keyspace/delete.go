@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/zarrfs/zarrfs/zarr"
 )
@@ -125,6 +126,14 @@ func (f *FS) forget(path string) {
 	parent, name := parentOf(path), pathBase(path)
 	f.h.Remove(path)
 	f.replaced.Store(true)
+	// A node created at the path later starts afresh.
+	f.created.Delete(path)
+	f.madeDirs.Range(func(k, _ any) bool {
+		if _, p, _ := strings.Cut(k.(string), ":"); strings.HasPrefix(p, path+"/") {
+			f.madeDirs.Delete(k)
+		}
+		return true
+	})
 	f.meta.Lock()
 	for _, v := range []View{V3, V2} {
 		delete(f.vnodes[v], path)
