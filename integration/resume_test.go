@@ -35,6 +35,22 @@ x[...] = [1, 2, 3, 4, 5]
 print(json.dumps({p: digest(g[p]) for p in ["auto", "scalar", "nested", "sub/x"]}))
 `
 
+// writeResumeSource writes resumeSource's store and returns its path and
+// the digest of each array by path.
+func writeResumeSource(t *testing.T) (string, map[string]string) {
+	t.Helper()
+	src := filepath.Join(t.TempDir(), "src.zarr")
+	out, err := python(resumeSource, src).Output()
+	if err != nil {
+		t.Fatalf("zarr-python: %v\n%s", err, stderrOf(err))
+	}
+	var want map[string]string
+	if err := json.Unmarshal(out, &want); err != nil {
+		t.Fatal(err)
+	}
+	return src, want
+}
+
 // resumeRead prints the digest of each array below the group arguments
 // through the mount, by path relative to the v2 view given first.
 const resumeRead = `
@@ -62,15 +78,7 @@ print(json.dumps(out))
 func TestResumeCopy(t *testing.T) {
 	zarrtest.RequirePython(t, "zarr")
 	o := zarrtest.NewOracle(t)
-	src := filepath.Join(t.TempDir(), "src.zarr")
-	out, err := python(resumeSource, src).Output()
-	if err != nil {
-		t.Fatalf("zarr-python: %v\n%s", err, stderrOf(err))
-	}
-	var want map[string]string
-	if err := json.Unmarshal(out, &want); err != nil {
-		t.Fatal(err)
-	}
+	src, want := writeResumeSource(t)
 	archive := tarMetadataFirst(t, src)
 	dir := t.TempDir()
 	v3Root(t, dir)
@@ -115,7 +123,7 @@ func TestResumeCopy(t *testing.T) {
 	m = mount(t, dir)
 	v2 = filepath.Join(m.Dir, "v2")
 	run("rsync -a after a remount", "rsync", "-a", src+"/", v2+"/moved/")
-	out, err = python(resumeRead, v2, "moved", "ri", "t").Output()
+	out, err := python(resumeRead, v2, "moved", "ri", "t").Output()
 	if err != nil {
 		t.Fatalf("reading back: %v\n%s\nzarrfs log:\n%s", err, stderrOf(err), m.Log())
 	}
@@ -181,15 +189,7 @@ func tarMetadataFirst(t *testing.T, src string) string {
 func TestMoveS3(t *testing.T) {
 	zarrtest.RequirePython(t, "zarr")
 	o := zarrtest.NewOracle(t)
-	src := filepath.Join(t.TempDir(), "src.zarr")
-	out, err := python(resumeSource, src).Output()
-	if err != nil {
-		t.Fatalf("zarr-python: %v\n%s", err, stderrOf(err))
-	}
-	var want map[string]string
-	if err := json.Unmarshal(out, &want); err != nil {
-		t.Fatal(err)
-	}
+	src, want := writeResumeSource(t)
 	srv := s3test.Start(t)
 	srv.Bucket(t, "zarr")
 	root := t.TempDir()
