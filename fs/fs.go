@@ -289,6 +289,8 @@ func (b *binding) mapError(ctx context.Context, op, path string, err error) sysc
 		return syscall.EROFS
 	case errors.Is(err, keyspace.ErrExists):
 		return syscall.EEXIST
+	case errors.Is(err, keyspace.ErrCrossDevice):
+		return syscall.EXDEV
 	case errors.Is(err, store.ErrTooLarge) && setsSize(op):
 		b.opts.Logger.WarnContext(ctx, op+" refused: file too large", "path", path, "error", err)
 		return syscall.EFBIG

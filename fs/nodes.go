@@ -81,6 +81,9 @@ var (
 )
 
 func (n *dirNode) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if n.d.Gone(ctx) {
+		return syscall.ENOENT // deleted, or moved away, since the kernel looked it up
+	}
 	if n.IsRoot() {
 		n.b.fillRoot(n.d.Attr(), &out.Attr)
 		return 0
@@ -269,9 +272,11 @@ type fileNode struct {
 	gofs.Inode
 	b *binding
 	f atomic.Pointer[keyspace.File] // replaced when a temporary file is renamed
-	// gen is the shard generation the kernel's cached pages came from.
-	mu  sync.Mutex
-	gen store.Generation
+	// gen is the shard generation the kernel's cached pages came from;
+	// writers are the handles open for writing the file.
+	mu      sync.Mutex
+	gen     store.Generation
+	writers map[*writeHandle]bool
 	// push is the content to hand to the kernel's page cache once it
 	// knows the inode (see preparePush).
 	push atomic.Pointer[[]byte]

@@ -7,6 +7,7 @@ import (
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
 	"github.com/zarrfs/zarrfs/fs/keyspace"
 )
@@ -26,13 +27,23 @@ var (
 )
 
 func (n *dirNode) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
+	if n.d.Gone(ctx) {
+		return nil, nil, 0, syscall.ENOENT
+	}
 	e, h, err := n.d.Create(ctx, name, flags&syscall.O_EXCL != 0)
 	if err != nil {
 		return nil, nil, 0, n.b.errno(ctx, "create", n.d.Path()+"/"+name, err)
 	}
 	n.b.fill(e.Attr, &out.Attr)
-	child := n.NewInode(ctx, newFileNode(n.b, e.File), gofs.StableAttr{Mode: syscall.S_IFREG, Ino: e.Attr.Ino})
-	return child, &writeHandle{b: n.b, h: h, path: e.File.Path()}, fuse.FOPEN_DIRECT_IO, 0
+	fn := newFileNode(n.b, e.File)
+	child := n.NewInode(ctx, fn, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: e.Attr.Ino})
+	if old, ok := child.Operations().(*fileNode); ok && old != fn {
+		// The kernel still knows a file of this name (one replaced or
+		// removed since): its node stands for the new file.
+		old.set(e.File)
+		fn = old
+	}
+	return child, fn.writing(&writeHandle{b: n.b, h: h, path: e.File.Path()}), fuse.FOPEN_DIRECT_IO, 0
 }
 
 func (n *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
@@ -41,8 +52,14 @@ func (n *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
 
 func (n *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
 	to, ok := newParent.(*dirNode)
-	if !ok || flags != 0 {
+	if !ok || flags&^unix.RENAME_NOREPLACE != 0 {
 		return syscall.EXDEV
+	}
+	if flags&unix.RENAME_NOREPLACE != 0 {
+		// mv asks for it: a rename that replaces nothing.
+		if _, err := to.d.Lookup(ctx, newName); err == nil {
+			return syscall.EEXIST
+		}
 	}
 	if err := n.d.Rename(ctx, name, to.d, newName); err != nil {
 		return n.b.errno(ctx, "rename", n.d.Path()+"/"+name, err)
@@ -61,6 +78,9 @@ func (n *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 
 // Mkdir makes a directory that waits for its metadata (keyspace.Dir.Mkdir).
 func (n *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if n.d.Gone(ctx) {
+		return nil, syscall.ENOENT
+	}
 	if errno := n.b.errno(ctx, "mkdir", n.d.Path()+"/"+name, n.d.Mkdir(ctx, name)); errno != 0 {
 		return nil, errno
 	}
@@ -101,7 +121,30 @@ func (n *fileNode) openWrite(ctx context.Context, flags uint32) (gofs.FileHandle
 		return nil, 0, n.b.errno(ctx, opOpenWrite, f.Path(), err)
 	}
 	// Writes bypass the page cache: what a file holds is decided at commit.
-	return &writeHandle{b: n.b, h: h, path: f.Path()}, fuse.FOPEN_DIRECT_IO, 0
+	return n.writing(&writeHandle{b: n.b, h: h, path: f.Path()}), fuse.FOPEN_DIRECT_IO, 0
+}
+
+// writing records a handle open for writing the file until it is
+// released, and returns it.
+func (n *fileNode) writing(w *writeHandle) *writeHandle {
+	w.node = n
+	n.mu.Lock()
+	if n.writers == nil {
+		n.writers = map[*writeHandle]bool{}
+	}
+	n.writers[w] = true
+	n.mu.Unlock()
+	return w
+}
+
+// aWriter returns a handle open for writing the file, nil if none is.
+func (n *fileNode) aWriter() gofs.FileHandle {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for w := range n.writers {
+		return w
+	}
+	return nil
 }
 
 func (n *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
@@ -109,6 +152,12 @@ func (n *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.Set
 		if errno := n.truncate(ctx, fh, int64(size)); errno != 0 {
 			return errno
 		}
+	}
+	if fh == nil {
+		// futimens, fchmod and fchown on a descriptor name no handle: a
+		// file created and not yet closed (tar sets them before close)
+		// is what its open handle holds.
+		fh = n.aWriter()
 	}
 	// Modes, owners and times are not stored; accept them so cp -p and
 	// tar work, and report the file as it is.
@@ -130,6 +179,7 @@ type writeHandle struct {
 	b    *binding
 	h    *keyspace.WriteHandle
 	path string
+	node *fileNode // the file's node, which knows its open writers
 }
 
 var (
@@ -137,7 +187,16 @@ var (
 	_ = (gofs.FileReader)((*writeHandle)(nil))
 	_ = (gofs.FileFlusher)((*writeHandle)(nil))
 	_ = (gofs.FileFsyncer)((*writeHandle)(nil))
+	_ = (gofs.FileReleaser)((*writeHandle)(nil))
 )
+
+// Release forgets the handle: its last descriptor was closed.
+func (w *writeHandle) Release(context.Context) syscall.Errno {
+	w.node.mu.Lock()
+	delete(w.node.writers, w)
+	w.node.mu.Unlock()
+	return 0
+}
 
 func (w *writeHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	n, err := w.h.WriteAt(data, off)
@@ -187,6 +246,11 @@ func (b *binding) notify(a keyspace.Alias) {
 	}
 	if dir == nil {
 		return // the kernel has not seen the directory: nothing is cached
+	}
+	if a.Gone {
+		// Waits for the kernel's lock of the directory.
+		dir.NotifyEntry(a.Name)
+		return
 	}
 	child := dir.GetChild(a.Name)
 	switch {

@@ -203,8 +203,21 @@ func TestAttackFileCalls(t *testing.T) {
 			os.Rename(path(raw, "v2", 1, 0), path(other, "v2", 1, 0)), syscall.EPERM)
 		requireErrno(t, "rename a chunk onto its alias in the other view",
 			os.Rename(path(raw, "v2", 0, 1), path(raw, "v3", 0, 1)), syscall.EPERM)
-		requireErrno(t, "rename an array directory",
-			os.Rename(filepath.Join(m.Dir, "v2", raw.Path), filepath.Join(m.Dir, "v2", "renamed")), syscall.EPERM)
+		// An array directory moves the array, but not onto another node,
+		// across views or out of the hierarchy's groups; moved away and
+		// back, it is as it was.
+		rawDir := filepath.Join(m.Dir, "v2", raw.Path)
+		requireErrno(t, "rename an array directory onto another array",
+			os.Rename(rawDir, filepath.Join(m.Dir, "v2", other.Path)), syscall.EEXIST)
+		requireErrno(t, "rename an array directory into the other view",
+			os.Rename(rawDir, filepath.Join(m.Dir, "v3", "renamed")), syscall.EPERM)
+		requireErrno(t, "rename an array directory into another array",
+			os.Rename(rawDir, filepath.Join(m.Dir, "v2", other.Path, "renamed")), syscall.EPERM)
+		for _, mv := range [][2]string{{rawDir, filepath.Join(m.Dir, "v2", "renamed")}, {filepath.Join(m.Dir, "v2", "renamed"), rawDir}} {
+			if err := os.Rename(mv[0], mv[1]); err != nil {
+				t.Errorf("rename %s to %s: %v", mv[0], mv[1], err)
+			}
+		}
 		// A temporary file of one array renamed onto a chunk of another
 		// (both v2) becomes that chunk.
 		content := readOrMissing(t, path(raw, "v2", 0, 1))

@@ -144,16 +144,7 @@ print(sorted(g.keys()))`
 // that are no shards, delete nothing of them.
 func TestDeleteCutShort(t *testing.T) {
 	dir := deleteStore(t)
-	ctx := context.Background()
-	s := zarrtest.OpenStore(t, dir)
-	h, err := zarr.Open(ctx, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n, ok := h.Node("victim"); !ok || zarr.DeleteArrayMetadata(ctx, n.Array) != nil {
-		t.Fatalf("deleting victim's metadata: %v", n)
-	}
-	s.Close()
+	deleteCutShort(t, dir, "victim")
 	meta, err := os.ReadFile(filepath.Join(dir, "keep", zarr.ZarrJSON))
 	if err != nil {
 		t.Fatal(err)
@@ -187,6 +178,23 @@ func TestDeleteCutShort(t *testing.T) {
 	delete(keepBefore, "zarr.json.deleted") // the forged tombstone goes
 	requireSameFiles(t, keepBefore, after)
 	checkStore(t, dir)
+}
+
+// deleteCutShort takes the first step of deleting the array at path in
+// the store at dir (its metadata goes, behind a tombstone) and not the
+// next (its shards stay), as a delete a crash cut short.
+func deleteCutShort(t *testing.T, dir, path string) {
+	t.Helper()
+	ctx := context.Background()
+	s := zarrtest.OpenStore(t, dir)
+	defer s.Close()
+	h, err := zarr.Open(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := h.Node(path); !ok || n.Array == nil || zarr.DeleteArrayMetadata(ctx, n.Array) != nil {
+		t.Fatalf("deleting the metadata of %s: %v", path, n)
+	}
 }
 
 // TestS3ResizeAndDelete: the resizes of TestZarrPythonResize and the

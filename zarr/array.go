@@ -236,3 +236,10 @@ func (a *Array) InnerCoords(shard []int, local int) []int {
 	}
 	return c
 }
+
+// At is the array moved to path: the same array, its keys below path.
+func (a *Array) At(path string) *Array {
+	b := *a
+	b.Path = path
+	return &b
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -137,5 +138,71 @@ func (h *Hierarchy) Insert(n *Node) error {
 	i, _ := slices.BinarySearch(children, name)
 	parent.Children = slices.Insert(children, i, name)
 	h.nodes[n.Path] = n
+	return nil
+}
+
+// Remove takes the node at path, and every node below it, out of the
+// hierarchy (after a delete, or a move).
+func (h *Hierarchy) Remove(path string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.remove(path)
+}
+
+func (h *Hierarchy) remove(path string) {
+	if path == "" {
+		return
+	}
+	for p := range h.nodes {
+		if p == path || strings.HasPrefix(p, path+"/") {
+			delete(h.nodes, p)
+		}
+	}
+	parentPath, name := "", path
+	if i := strings.LastIndexByte(path, '/'); i >= 0 {
+		parentPath, name = path[:i], path[i+1:]
+	}
+	if parent, ok := h.nodes[parentPath]; ok {
+		parent.Children = slices.DeleteFunc(slices.Clone(parent.Children), func(c string) bool { return c == name })
+	}
+}
+
+// Move gives the node at from, and every node below it, the paths below
+// to, after the store moved their keys there: to must be free and its
+// parent a group.
+func (h *Hierarchy) Move(from, to string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.nodes[from]; !ok || from == "" {
+		return fmt.Errorf("/%s: no node to move", from)
+	}
+	if _, ok := h.nodes[to]; ok {
+		return fmt.Errorf("/%s: a node exists there", to)
+	}
+	parentPath, name := "", to
+	if i := strings.LastIndexByte(to, '/'); i >= 0 {
+		parentPath, name = to[:i], to[i+1:]
+	}
+	parent, ok := h.nodes[parentPath]
+	if !ok || parent.Kind != GroupKind || strings.HasPrefix(parentPath+"/", from+"/") {
+		return fmt.Errorf("/%s: its parent is not a group", to)
+	}
+	moved := map[string]*Node{}
+	for p, n := range h.nodes {
+		if p != from && !strings.HasPrefix(p, from+"/") {
+			continue
+		}
+		c := *n
+		c.Path = to + p[len(from):]
+		if n.Array != nil {
+			c.Array = n.Array.At(c.Path)
+		}
+		moved[c.Path] = &c
+	}
+	h.remove(from)
+	maps.Copy(h.nodes, moved)
+	children := slices.Clone(parent.Children)
+	i, _ := slices.BinarySearch(children, name)
+	parent.Children = slices.Insert(children, i, name)
 	return nil
 }

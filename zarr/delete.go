@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"strings"
 
 	"github.com/zarrfs/zarrfs/zarr/meta"
@@ -139,6 +140,24 @@ func openTombstone(ctx context.Context, s store.Store, key string) (Deleted, boo
 // keys below the array are never its chunks.
 func (d Deleted) Chunks(ctx context.Context) iter.Seq2[string, error] {
 	return func(yield func(string, error) bool) {
+		for c, err := range d.proven(ctx) {
+			if !yield(c.key, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+// provenChunk is a key that holds a chunk of the deleted array, at the
+// generation its content was proven at.
+type provenChunk struct {
+	key string
+	gen store.Generation
+}
+
+// proven yields the chunks Chunks names, each with its generation.
+func (d Deleted) proven(ctx context.Context) iter.Seq2[provenChunk, error] {
+	return func(yield func(provenChunk, error) bool) {
 		if d.Live {
 			return
 		}
@@ -149,7 +168,7 @@ func (d Deleted) Chunks(ctx context.Context) iter.Seq2[string, error] {
 		}
 		for key, err := range store.List(ctx, a.store, prefix) {
 			if err != nil {
-				yield("", err)
+				yield(provenChunk{}, err)
 				return
 			}
 			coords, ok := a.ParseChunkKey(strings.TrimPrefix(key, prefix))
@@ -159,10 +178,11 @@ func (d Deleted) Chunks(ctx context.Context) iter.Seq2[string, error] {
 			if linked, err := store.Linked(a.store, key); err != nil || linked {
 				continue
 			}
-			if !a.provesChunk(ctx, key, coords) {
+			gen, ok := a.provesChunk(ctx, key, coords)
+			if !ok {
 				continue
 			}
-			if !yield(key, nil) {
+			if !yield(provenChunk{key, gen}, nil) {
 				return
 			}
 		}
@@ -171,47 +191,88 @@ func (d Deleted) Chunks(ctx context.Context) iter.Seq2[string, error] {
 
 // provesChunk reports whether the value at key, of the chunk (shard) at
 // grid coordinates, is the array's: a shard whose index decodes and whose
-// stored inner chunks all lie in the array, or a chunk that decodes.
-func (a *Array) provesChunk(ctx context.Context, key string, coords []int) bool {
+// stored inner chunks all lie in the array, or a chunk that decodes. gen
+// is the generation of the value proven.
+func (a *Array) provesChunk(ctx context.Context, key string, coords []int) (gen store.Generation, ok bool) {
 	if a.shard == nil {
-		_, found, err := a.ReadChunk(ctx, coords)
-		return found && err == nil
+		b, info, err := a.store.Get(ctx, key, store.All, store.Cond{})
+		if err != nil {
+			return "", false
+		}
+		if _, err := a.pipeline.Decode(b); err != nil {
+			return "", false
+		}
+		return info.Generation, true
 	}
-	ix, _, err := a.ReadShardIndex(ctx, key, store.Cond{})
+	ix, info, err := a.ReadShardIndex(ctx, key, store.Cond{})
 	if err != nil {
-		return false
+		return "", false
 	}
 	grid := a.InnerGrid()
 	for i := range ix.Len() {
 		if _, _, ok := ix.Chunk(i); ok && !nd.Inside(a.InnerCoords(coords, i), grid) {
-			return false
+			return "", false
 		}
 	}
-	return true
+	return info.Generation, true
 }
 
 // Finish deletes the deleted array's chunks and then its tombstone (only
 // the tombstone if the array is live again). It returns the keys deleted.
+// Each chunk is deleted only at the generation it was proven at: a key
+// written since (by an array created at the same path) is not the deleted
+// array's, and stays.
 func (d Deleted) Finish(ctx context.Context) ([]string, error) {
+	var chunks []provenChunk
+	for c, err := range d.proven(ctx) {
+		if err != nil {
+			return nil, err
+		}
+		chunks = append(chunks, c)
+	}
+	s := d.Array.store
 	var keys []string
-	for key, err := range d.Chunks(ctx) {
+	for _, c := range chunks {
+		err := store.Delete(ctx, s, c.key, store.Cond{IfMatch: c.gen})
+		if errors.Is(err, store.ErrPrecondition) {
+			continue
+		}
 		if err != nil {
 			return keys, err
 		}
-		keys = append(keys, key)
-	}
-	s := d.Array.store
-	for _, key := range keys {
-		if err := store.Delete(ctx, s, key, store.Cond{}); err != nil {
-			return keys, err
-		}
+		keys = append(keys, c.key)
 	}
 	if err := store.Delete(ctx, s, d.Tombstone, store.Cond{}); err != nil {
 		return keys, err
 	}
 	// The directories (of a local store) that held only these keys go too,
 	// the array's own included.
-	return keys, pruneAll(s, append(keys, d.Tombstone), parentPath(d.Array.Path))
+	return keys, pruneAll(s, append(slices.Clone(keys), d.Tombstone), parentPath(d.Array.Path))
+}
+
+// FinishDeletesAt finishes the deletes cut short of arrays at path (their
+// tombstones, of either format), so that a node created there shows none
+// of their chunks. It returns the keys deleted.
+func FinishDeletesAt(ctx context.Context, s store.Store, path string) ([]string, error) {
+	var deleted []string
+	for _, name := range []string{ZarrJSON, ZArray} {
+		key := store.Join(path, name+TombstoneSuffix)
+		if _, err := s.Stat(ctx, key); errors.Is(err, store.ErrNotFound) {
+			continue
+		} else if err != nil {
+			return deleted, err
+		}
+		d, _, err := openTombstone(ctx, s, key)
+		if err != nil {
+			return deleted, err
+		}
+		keys, err := d.Finish(ctx)
+		deleted = append(deleted, keys...)
+		if err != nil {
+			return deleted, err
+		}
+	}
+	return deleted, nil
 }
 
 // pruneAll removes the directories of a local store that deleting keys
@@ -234,16 +295,16 @@ func parentPath(path string) string {
 }
 
 // DeleteArrayChunks finishes the delete of the array at path after
-// DeleteArrayMetadata: its chunks, then its tombstone.
-func DeleteArrayChunks(ctx context.Context, s store.Store, path string, format int) error {
+// DeleteArrayMetadata: its chunks, then its tombstone. It returns the keys
+// deleted.
+func DeleteArrayChunks(ctx context.Context, s store.Store, path string, format int) ([]string, error) {
 	key := store.Join(path, ZarrJSON+TombstoneSuffix)
 	if format == 2 {
 		key = store.Join(path, ZArray+TombstoneSuffix)
 	}
 	d, _, err := openTombstone(ctx, s, key)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	_, err = d.Finish(ctx)
-	return err
+	return d.Finish(ctx)
 }

@@ -97,9 +97,30 @@ func Open(ctx context.Context, s store.Store) (*Hierarchy, error) {
 		return nil, err
 	}
 	if root == nil {
-		return nil, fmt.Errorf("no Zarr group or array found in the store")
+		return nil, ErrNoNode
 	}
 	return h, nil
+}
+
+// ErrNoNode: the store holds no Zarr group or array.
+var ErrNoNode = errors.New("no Zarr group or array found in the store")
+
+// OpenEmpty returns the hierarchy of a store that holds nothing at all
+// (an empty directory or bucket prefix): a Zarr v3 root group without
+// attributes, which is not in the store (its zarr.json is the caller's to
+// write). A store holding anything is refused with ErrNoNode and what it
+// holds: it is not zarrfs's to make a Zarr hierarchy of.
+func OpenEmpty(ctx context.Context, s store.Store) (*Hierarchy, error) {
+	for e, err := range store.ListDir(ctx, s, "") {
+		if err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: it is not empty (it holds %q), and zarrfs makes a new store only of an empty directory or prefix", ErrNoNode, e.Name)
+	}
+	root := &Node{Format: 3, GroupV3: &meta.GroupV3{}}
+	return &Hierarchy{Store: s, nodes: map[string]*Node{"": root}, listDir: func(ctx context.Context, prefix string) iter.Seq2[store.Entry, error] {
+		return store.ListDir(ctx, s, prefix)
+	}}, nil
 }
 
 // visit returns the node at prefix, or nil when neither it nor anything

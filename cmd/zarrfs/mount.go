@@ -173,8 +173,20 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	defer s.Close()
 	h, err := zarr.Open(ctx, s)
+	newStore := false
+	if errors.Is(err, zarr.ErrNoNode) {
+		// An empty store is a new one: its root group is written at the
+		// first write.
+		if h, err = zarr.OpenEmpty(ctx, s); err == nil && *readOnly {
+			err = fmt.Errorf("the store is empty: mount it read-write to start a Zarr store in it")
+		}
+		newStore = err == nil
+	}
 	if err != nil {
 		return fail(stderr, fmt.Errorf("%s: %w", store.Redacted(storeArg), err))
+	}
+	if newStore {
+		logger.Info("the store is empty: mounted as a new Zarr v3 store, an empty root group whose zarr.json is written at the first write", "store", store.Redacted(storeArg))
 	}
 	if err := h.Undiscoverable(); err != nil {
 		logger.Warn("mounting the root group alone", "error", err)
@@ -235,7 +247,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		// set above and the garbage collector runs without pause.
 		localCache = cacheBytes / 2
 	}
-	ks := keyspace.New(h, keyspace.Options{V2Separator: *sep, V2Transcode: *transcodeTo, CacheBytes: localCache, Logger: logger, Writer: writer, Unpublished: unpublished, ReadAhead: *readAhead, FetchAhead: true, DiskCache: disk, Revalidate: *revalidate, NewShardBytes: newShardBytes})
+	ks := keyspace.New(h, keyspace.Options{V2Separator: *sep, V2Transcode: *transcodeTo, CacheBytes: localCache, Logger: logger, Writer: writer, Unpublished: unpublished, ReadAhead: *readAhead, FetchAhead: true, DiskCache: disk, Revalidate: *revalidate, NewShardBytes: newShardBytes, NewStore: newStore})
 	if clustered {
 		list := *peers
 		if *peersFile != "" {

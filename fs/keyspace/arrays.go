@@ -64,6 +64,8 @@ type arrayView struct {
 	// peerTargets are the encodings peers of other V2Transcode settings
 	// asked for, by setting (peerTarget).
 	peerTargets sync.Map
+	// movedTo is the array's path once it was moved (guarded by FS.meta).
+	movedTo string
 }
 
 // newArrayView translates an array for a view; an error says why the view
@@ -163,6 +165,9 @@ func (av *arrayView) setV2(n *zarr.Node, chunk []int, chain []meta.Codec) error 
 			if fill, err := dtype.ParseFillV2(m.DataType, av.v2Fill); err == nil {
 				m.FillValue, m.FillText = fill, av.v2Fill
 			}
+		}
+		if ok {
+			m.Filters, m.Compressor = v2SaidCodecs(n.Attributes, m, chain)
 		}
 		av.codecs = v2String(v2)
 	}

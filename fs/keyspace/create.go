@@ -62,17 +62,71 @@ func (d *Dir) holdsNewNodes() bool {
 	return d.node != nil && d.fs.arrayOf(d.node) == nil && d.node.node != nil && d.node.node.Format != 2
 }
 
-// current returns the directory d stands for now: a pending directory
-// whose node was created since becomes that node's directory (a kernel
-// keeps the directory it looked up before the metadata arrived).
+// refuseInV2 refuses, saying what the user can do instead, a directory
+// made in a group of a Zarr v2 hierarchy (holdsNewNodes): zarrfs creates
+// Zarr v3 nodes only, and a v2 hierarchy's readers would not find one.
+func (d *Dir) refuseInV2(ctx context.Context, name string) error {
+	if d.node == nil || d.node.node == nil || d.fs.arrayOf(d.node) != nil || d.node.node.Format != 2 {
+		return nil
+	}
+	p := joinPath(d.path, name)
+	d.fs.opts.Logger.WarnContext(ctx, "mkdir refused: zarrfs creates groups and arrays as Zarr v3 only, and this group is one of a Zarr v2 hierarchy, whose readers would not find them; "+
+		"write the new node to the store itself, not through the mount, or into a Zarr v3 store (an empty directory mounted read-write becomes one)", "key", p)
+	return fmt.Errorf("%w: /%s: zarrfs creates Zarr v3 nodes only, and /%s is a group of a Zarr v2 hierarchy", ErrPermission, p, d.path)
+}
+
+// current returns the directory d stands for now (a kernel keeps the
+// directories it looked up): a pending directory whose node was created
+// since becomes that node's directory, and the directory of a node (or
+// array) replaced since, deleted and created again, resized or moved,
+// the one at its path now.
+// A directory no longer there is one without entries, which takes none.
 func (d *Dir) current(ctx context.Context) *Dir {
-	if !d.pending || d.fs.temps.isDir(d.view, d.path) {
+	p, stale := d.fs.stale(d)
+	if !stale {
 		return d
 	}
-	if cur, ok := d.fs.dirAt(ctx, d.view, d.path); ok {
+	if cur, ok := d.fs.dirAt(ctx, d.view, p); ok {
 		return cur
 	}
-	return d
+	return &Dir{fs: d.fs, view: d.view, path: d.path, depth: -1, pending: true, gone: true}
+}
+
+// Gone reports whether the directory is no longer there: its node was
+// deleted or moved away (in another view), or it was a pending directory
+// removed since.
+func (d *Dir) Gone(ctx context.Context) bool { return d.current(ctx).gone }
+
+// stale reports whether d is no longer the directory at its path, and the
+// path where what it stood for is now.
+func (f *FS) stale(d *Dir) (string, bool) {
+	if d.pending {
+		return d.path, !f.temps.isDir(d.view, d.path)
+	}
+	if !f.replaced.Load() {
+		return "", false
+	}
+	f.meta.RLock()
+	defer f.meta.RUnlock()
+	switch {
+	case d.node != nil:
+		if d.node.node == nil || f.vnodes[d.view][d.path] == d.node {
+			return "", false
+		}
+		if d.node.movedTo != "" {
+			return d.node.movedTo, true
+		}
+	case d.arr != nil:
+		if f.arrays[d.arr.path][d.view] == d.arr {
+			return "", false
+		}
+		if d.arr.movedTo != "" {
+			return d.arr.movedTo + strings.TrimPrefix(d.path, d.arr.path), true
+		}
+	default:
+		return "", false
+	}
+	return d.path, true
 }
 
 // dirAt resolves the directory at p of a view.
@@ -246,6 +300,9 @@ func fromV2(m *meta.ArrayV2, attrs json.RawMessage) (*meta.ArrayV3, error) {
 	if attrs, err = withV2Said(attrs, m); err != nil {
 		return nil, err
 	}
+	if attrs, err = withV2SaidCodecs(attrs, m, typ, chain); err != nil {
+		return nil, err
+	}
 	return &meta.ArrayV3{
 		Shape: m.Shape, DataType: typ, ChunkShape: m.Chunks,
 		KeyEncoding: meta.KeyEncoding{Name: meta.KeyEncodingV2, Separator: m.DimensionSeparator},
@@ -314,6 +371,19 @@ func (f *FS) insert(ctx context.Context, v View, nn *newNode) error {
 	parent, ok := f.h.Node(parentOf(p))
 	if !ok || parent.Kind != zarr.GroupKind || parent.Format == 2 {
 		return fmt.Errorf("%w: /%s: its parent is not a group of a Zarr v3 hierarchy", ErrPermission, p)
+	}
+	if _, exists := f.h.Node(p); exists {
+		return fmt.Errorf("%w: /%s: a node is there already", ErrExists, p)
+	}
+	if err := f.storeRoot(ctx); err != nil {
+		return err
+	}
+	// A delete of an array here cut short left its tombstone and shards:
+	// they go first, so the new node shows none of them.
+	gone, err := zarr.FinishDeletesAt(ctx, f.store, p)
+	f.shardsGone(gone)
+	if err != nil {
+		return fmt.Errorf("the delete of an earlier array at /%s did not finish, so nothing can be created there: %w", p, err)
 	}
 	key := store.Join(p, zarr.ZarrJSON)
 	if _, err := store.Put(ctx, f.store, key, [][]byte{nn.doc}, store.Cond{IfNoneMatch: store.AnyGeneration}); err != nil {

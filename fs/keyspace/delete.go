@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/zarrfs/zarrfs/zarr"
 )
@@ -48,6 +49,30 @@ func (d *Dir) unlinkDoc(ctx context.Context, name string) (ok bool, err error) {
 	return true, nil
 }
 
+// recreating returns the directory a document named name written into d
+// goes to. A metadata document creating a node, written into the
+// directory of a node whose own document was unlinked (a writer replacing
+// it: rm of the .zarray, then a new one), finishes the old node's delete
+// as its rmdir would, and d becomes a pending directory in which the
+// document creates the new node: written into the doomed node, it would
+// be a temporary file, dropped at unmount.
+func (d *Dir) recreating(ctx context.Context, name string) (*Dir, error) {
+	if d.node == nil || d.node.node == nil || !createsNode(d.view, name) || !d.fs.isDoomed(d.path) {
+		return d, nil
+	}
+	parent, ok := d.fs.dirAt(ctx, d.view, parentOf(d.path))
+	if !ok {
+		return nil, ErrNotFound
+	}
+	if err := parent.removeNode(ctx, pathBase(d.path), d.node); err != nil {
+		return nil, err
+	}
+	if err := d.fs.temps.mkdir(d.view, d.path); err != nil {
+		return nil, err
+	}
+	return &Dir{fs: d.fs, view: d.view, path: d.path, depth: -1, pending: true}, nil
+}
+
 // isDoomed reports whether the node at path lost its metadata document.
 func (f *FS) isDoomed(path string) bool {
 	f.meta.RLock()
@@ -73,7 +98,9 @@ func (d *Dir) removeNode(ctx context.Context, name string, vn *vnode) error {
 	if n.Array != nil {
 		// Updates still pending would publish shards again.
 		if err = f.opts.Writer.Flush(ctx); err == nil {
-			err = zarr.DeleteArrayChunks(ctx, f.store, n.Path, n.Format)
+			var keys []string
+			keys, err = zarr.DeleteArrayChunks(ctx, f.store, n.Path, n.Format)
+			f.shardsGone(keys)
 		}
 	} else if n.Format != 0 {
 		err = zarr.DeleteGroupMetadata(ctx, f.store, n.Path, n.Format)
@@ -86,9 +113,27 @@ func (d *Dir) removeNode(ctx context.Context, name string, vn *vnode) error {
 	return nil
 }
 
-// forget takes the node at path out of every view.
+// shardsGone drops what the engine knows of deleted shards: a node
+// created at the same path must not see them.
+func (f *FS) shardsGone(keys []string) {
+	for _, key := range keys {
+		f.engine.Rewritten(key)
+	}
+}
+
+// forget takes the node at path out of the hierarchy and every view.
 func (f *FS) forget(path string) {
 	parent, name := parentOf(path), pathBase(path)
+	f.h.Remove(path)
+	f.replaced.Store(true)
+	// A node created at the path later starts afresh.
+	f.created.Delete(path)
+	f.madeDirs.Range(func(k, _ any) bool {
+		if _, p, _ := strings.Cut(k.(string), ":"); strings.HasPrefix(p, path+"/") {
+			f.madeDirs.Delete(k)
+		}
+		return true
+	})
 	f.meta.Lock()
 	for _, v := range []View{V3, V2} {
 		delete(f.vnodes[v], path)

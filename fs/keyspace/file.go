@@ -111,7 +111,7 @@ func (d *Document) content(ctx context.Context) ([]byte, error) {
 
 func (d *Document) Attr(ctx context.Context) (Attr, error) {
 	b, err := d.content(ctx)
-	return Attr{Ino: inode(d.view, d.path), Size: int64(len(b)), Mtime: d.fs.mtime}, err
+	return Attr{Ino: d.fs.inode(d.view, d.path), Size: int64(len(b)), Mtime: d.fs.mtime}, err
 }
 
 // attr describes the document for a lookup, which does not fail on a
@@ -139,9 +139,10 @@ func (d *Document) ReadShared(ctx context.Context, p []byte, off int64) ([]byte,
 }
 
 // OpenWrite opens the document for writing: only attributes are writable
-// (.zattrs, and the attributes of zarr.json).
+// (.zattrs, and the attributes of zarr.json), the shape of arrays, and
+// documents written again as they are (writeDoc).
 func (d *Document) OpenWrite(ctx context.Context, truncate bool) (*WriteHandle, error) {
-	if d.fs.Writable() && d.name != zarr.ZAttrs && d.name != zarr.ZarrJSON && d.name != zarr.ZMetadata && (d.name != zarr.ZArray || d.fs.arrayOf(d.node) == nil) {
+	if d.fs.Writable() && d.name != zarr.ZAttrs && d.name != zarr.ZarrJSON && d.name != zarr.ZMetadata && d.name != zarr.ZGroup && (d.name != zarr.ZArray || d.fs.arrayOf(d.node) == nil) {
 		d.fs.logOnce(ctx, d.path, "metadata edit refused: only attributes (.zattrs, zarr.json attributes), the shape of arrays and consolidated metadata are writable")
 		return nil, fmt.Errorf("%w: %s is not writable", ErrPermission, d.path)
 	}
@@ -173,7 +174,7 @@ func (f *Chunk) Attr(ctx context.Context) (Attr, error) {
 	if !ok {
 		return Attr{}, ErrNotFound
 	}
-	attr := Attr{Ino: inode(f.view, f.path), Size: loc.N - int64(f.arr.drop), Mtime: loc.ModTime}
+	attr := Attr{Ino: f.fs.inode(f.view, f.path), Size: loc.N - int64(f.arr.drop), Mtime: loc.ModTime}
 	if !f.fs.Writable() && f.arr.eng.Watch(loc) {
 		attr.KeepFor = engine.WatchFor
 	}
@@ -497,7 +498,7 @@ func (f *Temp) Attr(context.Context) (Attr, error) { return f.attr(), nil }
 func (f *Temp) attr() Attr {
 	f.data.mu.Lock()
 	defer f.data.mu.Unlock()
-	return Attr{Ino: inode(f.view, f.path), Size: int64(len(f.data.data)), Mtime: f.data.mtime}
+	return Attr{Ino: f.fs.inode(f.view, f.path), Size: int64(len(f.data.data)), Mtime: f.data.mtime}
 }
 
 func (f *Temp) Open(context.Context) (*Handle, error) {

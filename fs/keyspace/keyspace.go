@@ -15,10 +15,13 @@ package keyspace
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"hash/fnv"
 	"log/slog"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zarrfs/zarrfs/cache"
@@ -122,6 +125,10 @@ type Options struct {
 	// 0 means DefaultNewShardBytes, a negative value stores new arrays
 	// unsharded, as written.
 	NewShardBytes int64
+	// NewStore: the store is empty, and the hierarchy's root group is not
+	// in it yet; its zarr.json is written before the first node or
+	// attribute (storeRoot).
+	NewStore bool
 }
 
 // FS holds the views of one hierarchy and the caches they share.
@@ -174,6 +181,17 @@ type FS struct {
 	madeDirs sync.Map
 	// notify tells the binding which files a write changed (SetNotifier).
 	notify func(Alias)
+	// rootUnstored: the root group of a new store is not in the store yet
+	// (Options.NewStore); rootMu serializes writing it.
+	rootUnstored atomic.Bool
+	rootMu       sync.Mutex
+	// replaced: a node or array view was taken out of the views or
+	// replaced (a delete, resize or move), so directories the kernel
+	// holds may stand for ones no longer there (Dir.current).
+	replaced atomic.Bool
+	// movedAway counts, by path, the nodes moved away from it (move.go):
+	// what is at the path since gets inode numbers of its own.
+	movedAway atomic.Pointer[map[string]uint64]
 }
 
 // New builds the views of h.
@@ -207,6 +225,7 @@ func New(h *zarr.Hierarchy, opts Options) *FS {
 	case opts.Unpublished != nil:
 		eo.Pending = opts.Unpublished
 	}
+	f.rootUnstored.Store(opts.NewStore)
 	f.engine = engine.New(h.Store, eo)
 	f.cache = f.engine.Cache()
 	if opts.Writer != nil {
@@ -236,6 +255,11 @@ type Alias struct {
 	// check of its shard, which readers of the shard's files may be
 	// waiting for: the notifier must not wait for them.
 	Outside bool
+	// Gone: the name no longer stands for what the kernel may hold under
+	// it (a node moved away, or moved there): its entry is dropped, which
+	// waits for the kernel's lock of the directory, so the caller holds no
+	// lock a request may wait for.
+	Gone bool
 }
 
 // SetNotifier registers the function told about every entry a write
@@ -279,11 +303,29 @@ type Entry struct {
 }
 
 // inode returns a stable inode number for a path of a view: a hash, so
-// that it needs no table and is the same in every mount.
-func inode(v View, path string) uint64 {
+// that it needs no table and is the same in every mount. A path a node
+// was moved away from (or a path below it) hashes with the number of such
+// moves, so that what is there since is never taken for the node moved,
+// whose inode the kernel may still hold.
+func (f *FS) inode(v View, path string) uint64 {
+	var moves uint64
+	if away := f.movedAway.Load(); away != nil {
+		for p, n := range *away {
+			if path == p || strings.HasPrefix(path, p+"/") {
+				moves += n
+			}
+		}
+	}
+	return inode(v, path, moves)
+}
+
+func inode(v View, path string, moves uint64) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte{byte(v)})
 	h.Write([]byte(path))
+	if moves > 0 {
+		h.Write(binary.LittleEndian.AppendUint64(nil, moves))
+	}
 	ino := h.Sum64()
 	if ino <= 1 { // 1 is the mount root
 		ino += 2

@@ -49,6 +49,14 @@ func (f *FS) writeDoc(ctx context.Context, vn *vnode, v View, name string, conte
 		}
 	case v == V2 && name == zarr.ZMetadata:
 		return f.acceptConsolidated(ctx, joinPath(n.Path, name), content)
+	case v == V2 && name == zarr.ZGroup && !isArray:
+		// The one .zgroup there is: written again (rsync, tar), it says
+		// nothing new.
+		if _, err := meta.ParseZgroup(content); err != nil {
+			f.logOnce(ctx, joinPath(n.Path, name), "metadata edit refused: not a .zgroup", "error", err)
+			return fmt.Errorf("%w: %s: %v", ErrInvalid, joinPath(n.Path, name), err)
+		}
+		return nil
 	default:
 		f.logOnce(ctx, joinPath(n.Path, name), "metadata edit refused: only attributes are writable")
 		return fmt.Errorf("%w: %s is not writable", ErrPermission, joinPath(n.Path, name))
@@ -150,6 +158,9 @@ func jsonFields(b json.RawMessage) map[string]json.RawMessage {
 func (f *FS) setAttributes(ctx context.Context, n *zarr.Node, attrs json.RawMessage) error {
 	if store.ReadOnly(f.store) {
 		return ErrReadOnly
+	}
+	if err := f.storeRoot(ctx); err != nil {
+		return err
 	}
 	var err error
 	switch n.Format {

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/meta"
 	"github.com/zarrfs/zarrfs/zarr/store"
@@ -76,6 +77,12 @@ func writtenShape(v View, written, current []byte) (shape []int, attrs json.RawM
 			return nil, nil, err
 		}
 		shape = w.Shape
+		if sameCodecs(w, c) {
+			// Another spelling of the same codecs (a Blosc AUTOSHUFFLE
+			// for the shuffle it means): what the array has.
+			w = w.Clone()
+			w.DataType, w.Endian, w.Order, w.Filters, w.Compressor = c.DataType, c.Endian, c.Order, c.Filters, c.Compressor
+		}
 		if same, err = canonicalV2(w, c.Shape).Marshal(); err != nil {
 			return nil, nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
@@ -108,6 +115,17 @@ func writtenShape(v View, written, current []byte) (shape []int, attrs json.RawM
 		return nil, nil, fmt.Errorf("%w: %s differs from the array's: only the shape (resize) and attributes are writable", ErrPermission, field)
 	}
 	return shape, attrs, nil
+}
+
+// sameCodecs reports whether two .zarray documents describe the same
+// chunk encoding: the same data type and v3 codec chain.
+func sameCodecs(a, b *meta.ArrayV2) bool {
+	ta, ca, err := codec.FromV2(a.DataType, a.Endian, a.Order, a.Rank(), a.Filters, a.Compressor)
+	if err != nil {
+		return false
+	}
+	tb, cb, err := codec.FromV2(b.DataType, b.Endian, b.Order, b.Rank(), b.Filters, b.Compressor)
+	return err == nil && ta == tb && jsonEqual(marshalled(ca), marshalled(cb))
 }
 
 // canonicalV2 is m with the given shape, rendering every modelled member.
@@ -216,6 +234,7 @@ func (f *FS) replaceArray(n *zarr.Node, a *zarr.Array) error {
 		}
 		views[v] = av
 	}
+	f.replaced.Store(true)
 	f.meta.Lock()
 	for v, av := range views {
 		vn := f.vnodes[v][n.Path]

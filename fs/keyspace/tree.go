@@ -22,6 +22,8 @@ type vnode struct {
 	arr      *arrayView // arrays only
 	// zmeta is the group's .zmetadata in the v2 view (consolidatedDoc).
 	zmeta atomic.Pointer[consolidatedCache]
+	// movedTo is the node's path once it was moved (guarded by FS.meta).
+	movedTo string
 }
 
 // buildView translates the hierarchy for a view. Nodes the view cannot
@@ -214,6 +216,8 @@ type Dir struct {
 	// pending: a directory made in the view that waits for its metadata
 	// (create.go).
 	pending bool
+	// gone: the directory is no longer there (Dir.current).
+	gone bool
 }
 
 // Path is the directory's path within its view ("" for the root).
@@ -221,9 +225,9 @@ func (d *Dir) Path() string { return d.path }
 
 // Attr describes the directory.
 func (d *Dir) Attr() Attr {
-	ino := inode(d.view, d.path)
+	ino := d.fs.inode(d.view, d.path)
 	if d.path == "" {
-		ino = inode(d.view, "/")
+		ino = d.fs.inode(d.view, "/")
 	}
 	return Attr{Ino: ino, Dir: true, Mtime: d.fs.mtime}
 }
@@ -349,7 +353,7 @@ func (d *Dir) List(ctx context.Context) iter.Seq2[DirEntry, error] {
 	return func(yield func(DirEntry, error) bool) {
 		d := d.current(ctx)
 		entry := func(name string, dir bool) DirEntry {
-			return DirEntry{Name: name, Dir: dir, Ino: inode(d.view, joinPath(d.path, name))}
+			return DirEntry{Name: name, Dir: dir, Ino: d.fs.inode(d.view, joinPath(d.path, name))}
 		}
 		for _, name := range d.fs.temps.in(d.view, d.path) {
 			if !yield(entry(name, false), nil) {

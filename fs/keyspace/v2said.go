@@ -3,6 +3,8 @@ package keyspace
 import (
 	"encoding/json"
 
+	"github.com/zarrfs/zarrfs/codec"
+	"github.com/zarrfs/zarrfs/zarr/dtype"
 	"github.com/zarrfs/zarrfs/zarr/meta"
 )
 
@@ -100,4 +102,81 @@ func keepV2Said(stored, written json.RawMessage) json.RawMessage {
 		return written
 	}
 	return out
+}
+
+// withV2SaidCodecs returns the attributes of a v3 array created from the
+// v2 array m, whose chunks typ and chain encode, with the filters and
+// compressor m spells in v2SaidKey when the v2 view would spell the same
+// codecs otherwise (a Blosc AUTOSHUFFLE, -1, is stored as the shuffle it
+// means): the view then shows the .zarray as written, and a copy tool
+// comparing it with its source (rsync run again) finds them equal.
+func withV2SaidCodecs(attrs json.RawMessage, m *meta.ArrayV2, typ dtype.DataType, chain []meta.Codec) (json.RawMessage, error) {
+	shown, ok := codec.ToV2(typ, chain, m.Chunks)
+	if !ok || sameJSON(shown.Compressor, m.Compressor) && sameJSON(rawList(shown.Filters), rawList(m.Filters)) {
+		return attrs, nil
+	}
+	fields := jsonFields(attrs)
+	if fields == nil {
+		fields = map[string]json.RawMessage{}
+	}
+	said := jsonFields(fields[v2SaidKey])
+	if said == nil {
+		said = map[string]json.RawMessage{}
+	}
+	said["compressor"], said["filters"] = orNull(m.Compressor), rawList(m.Filters)
+	b, err := json.Marshal(said)
+	if err != nil {
+		return nil, err
+	}
+	fields[v2SaidKey] = b
+	return json.Marshal(fields)
+}
+
+// v2SaidCodecs returns the filters and compressor the v2 view shows for a
+// pass-through array whose .zarray otherwise says m, stored with the
+// codecs chain: those its v2 writer spelled (withV2SaidCodecs) while they
+// still mean chain, else m's own.
+func v2SaidCodecs(attrs json.RawMessage, m *meta.ArrayV2, chain []meta.Codec) ([]json.RawMessage, json.RawMessage) {
+	said := jsonFields(jsonFields(attrs)[v2SaidKey])
+	compressor, ok := said["compressor"]
+	if !ok {
+		return m.Filters, m.Compressor
+	}
+	var filters []json.RawMessage
+	if json.Unmarshal(said["filters"], &filters) != nil {
+		return m.Filters, m.Compressor
+	}
+	_, meant, err := codec.FromV2(m.DataType, m.Endian, m.Order, m.Rank(), filters, compressor)
+	if err != nil || !sameJSON(marshalled(meant), marshalled(chain)) {
+		return m.Filters, m.Compressor
+	}
+	if string(compressor) == "null" {
+		compressor = nil
+	}
+	return filters, compressor
+}
+
+func sameJSON(a, b json.RawMessage) bool {
+	return jsonEqual(orNull(a), orNull(b))
+}
+
+func orNull(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 {
+		return json.RawMessage("null")
+	}
+	return b
+}
+
+// rawList is a list of JSON values as one JSON array (null when empty).
+func rawList(l []json.RawMessage) json.RawMessage {
+	if len(l) == 0 {
+		return json.RawMessage("null")
+	}
+	b, _ := json.Marshal(l)
+	return b
+}
+
+func marshalled(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
 }

@@ -455,7 +455,10 @@ func (d *Dir) Create(ctx context.Context, name string, exclusive bool) (Entry, *
 	if !d.fs.Writable() {
 		return Entry{}, nil, ErrReadOnly
 	}
-	d = d.current(ctx)
+	d, err := d.current(ctx).recreating(ctx, name)
+	if err != nil {
+		return Entry{}, nil, err
+	}
 	p := joinPath(d.path, name)
 	if av, coords, ok := d.chunkAt(name); ok {
 		f := &Chunk{place: place{fs: d.fs, view: d.view, path: p}, arr: av, coords: coords}
@@ -463,7 +466,7 @@ func (d *Dir) Create(ctx context.Context, name string, exclusive bool) (Entry, *
 			return Entry{}, nil, ErrExists
 		}
 		h := &WriteHandle{commit: f.commit, fs: d.fs, dirty: true, limit: av.source.MaxEncodedSize()}
-		return Entry{Name: name, File: f, Attr: Attr{Ino: inode(d.view, p), Mtime: time.Now()}}, h, nil
+		return Entry{Name: name, File: f, Attr: Attr{Ino: d.fs.inode(d.view, p), Mtime: time.Now()}}, h, nil
 	}
 	if f := d.hiddenDocAt(name); f != nil {
 		h, err := f.OpenWrite(ctx, true)
@@ -543,8 +546,8 @@ func (t *temps) remove(v View, p string) bool {
 
 // Rename moves a temporary file: onto a chunk name it commits the content
 // as that chunk, onto a document name it writes the document, onto any
-// other name it just moves. Chunks and documents themselves cannot be
-// renamed.
+// other name it just moves. A group or array directory moves the node
+// (move.go). Chunks and documents themselves cannot be renamed.
 func (d *Dir) Rename(ctx context.Context, name string, to *Dir, newName string) error {
 	if !d.fs.Writable() {
 		return ErrReadOnly
@@ -553,17 +556,28 @@ func (d *Dir) Rename(ctx context.Context, name string, to *Dir, newName string) 
 		return fmt.Errorf("%w: rename across views", ErrPermission)
 	}
 	d, to = d.current(ctx), to.current(ctx)
+	if d.gone || to.gone {
+		return ErrNotFound // a directory deleted or moved away since
+	}
 	src := joinPath(d.path, name)
 	t := d.fs.temps.get(d.view, src)
 	if t == nil {
-		if _, err := d.Lookup(ctx, name); err != nil {
+		e, err := d.Lookup(ctx, name)
+		if err != nil {
 			return err
 		}
-		return fmt.Errorf("%w: only temporary files can be renamed, not %s", ErrPermission, src)
+		if e.Dir != nil && e.Dir.node != nil {
+			return d.fs.moveNode(ctx, e.Dir.node, to, newName) // move.go
+		}
+		return fmt.Errorf("%w: only temporary files, groups and arrays can be renamed, not %s", ErrPermission, src)
 	}
 	t.mu.Lock()
 	content := slices.Clone(t.data)
 	t.mu.Unlock()
+	to, err := to.recreating(ctx, newName)
+	if err != nil {
+		return err
+	}
 	dst := joinPath(to.path, newName)
 	if to.pending && createsNode(to.view, newName) {
 		return d.fs.renameCreating(ctx, d.view, src, to.path, newName, content)
@@ -617,6 +631,9 @@ func (d *Dir) Mkdir(ctx context.Context, name string) error {
 	}
 	if d.makeChunkDir(ctx, name) {
 		return nil
+	}
+	if err := d.refuseInV2(ctx, name); err != nil {
+		return err
 	}
 	return d.refuseStructure(ctx, name)
 }

@@ -138,10 +138,18 @@ func New(s store.Store, journalRoot *JournalRoot, opts Options) (*Writer, error)
 	return w, nil
 }
 
-// OnPublished sets the function called after a shard was rewritten in the
-// store and before its updates leave memory, so that caches of the shard
+// OnPublished sets the function called after a shard (or an unsharded
+// chunk, which is written at once) was rewritten in the store and before
+// its updates leave memory, so that caches of the shard
 // can be dropped without a moment of stale reads (the views' caches).
 func (w *Writer) OnPublished(fn func(shardKey string)) { w.published.Store(&fn) }
+
+// rewritten tells the OnPublished function that the value at key changed.
+func (w *Writer) rewritten(key string) {
+	if fn := w.published.Load(); fn != nil {
+		(*fn)(key)
+	}
+}
 
 // Put stores data as the encoded inner chunk at inner grid coordinates of
 // a. Unsharded chunks are written to the store at once; inner chunks are
@@ -160,10 +168,16 @@ func (w *Writer) update(ctx context.Context, a *zarr.Array, coords []int, data [
 	shard, local := a.InnerChunk(coords)
 	key := a.ChunkKey(shard)
 	if a.Sharding() == nil {
+		var err error
 		if del {
-			return store.Delete(ctx, w.store, key, store.Cond{})
+			err = store.Delete(ctx, w.store, key, store.Cond{})
+		} else {
+			err = store.Write(ctx, w.store, key, data)
 		}
-		return store.Write(ctx, w.store, key, data)
+		if err == nil {
+			w.rewritten(key)
+		}
+		return err
 	}
 	// Updates enter the journal and the pending map in one order, so the
 	// last journaled update of a chunk is the one readers see; readers take
@@ -482,9 +496,7 @@ func (w *Writer) publish(ctx context.Context, key string) error {
 	err := applyShard(ctx, w.store, ps.a, key, updates)
 	took := time.Since(start)
 	if err == nil {
-		if fn := w.published.Load(); fn != nil {
-			(*fn)(key)
-		}
+		w.rewritten(key)
 	}
 
 	w.mu.Lock()
