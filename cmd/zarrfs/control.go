@@ -325,7 +325,7 @@ func (u *unmounter) finish(ctx context.Context) int {
 	u.mu.Unlock()
 	var lines []string
 	code := 0
-	dropped := u.droppedLine()
+	dropped, lost := u.droppedLine()
 	switch {
 	case u.writer == nil:
 		lines = append(lines, "read-only: nothing to publish")
@@ -340,7 +340,7 @@ func (u *unmounter) finish(ctx context.Context) int {
 		case err != nil:
 			lines = append(lines, fmt.Sprintf("%d updates could not be published and stay in the journal under %s (zarrfs recover or the next read-write mount publishes them): %v", u.writer.Unpublished(), u.journals, err))
 			code = 1
-		case dropped != "":
+		case lost:
 			lines = append(lines, fmt.Sprintf("published the %d pending updates", pending))
 		default:
 			lines = append(lines, fmt.Sprintf("published the %d pending updates: every acknowledged write is in the store", pending))
@@ -348,6 +348,8 @@ func (u *unmounter) finish(ctx context.Context) int {
 	}
 	if dropped != "" {
 		lines = append(lines, dropped)
+	}
+	if lost {
 		code = 1
 	}
 	for _, l := range lines {
@@ -375,13 +377,15 @@ func (u *unmounter) abandonedNow() (dirs, files int, bytes int64) {
 	return u.abandoned()
 }
 
-// droppedLine says what the views drop at unmount, "" when nothing.
-func (u *unmounter) droppedLine() string {
+// droppedLine says what the views drop at unmount, "" when nothing; lost
+// when that holds a file a close acknowledged (an empty directory holds no
+// write).
+func (u *unmounter) droppedLine() (line string, lost bool) {
 	dirs, files, bytes := u.abandonedNow()
 	if dirs == 0 {
-		return ""
+		return "", false
 	}
-	return fmt.Sprintf("dropped %d directories made in the mount, holding %d file(s) of %d bytes: their metadata (.zgroup, .zarray or zarr.json) never arrived, so they are not in the store (the log names each)", dirs, files, bytes)
+	return fmt.Sprintf("dropped %d directories made in the mount, holding %d file(s) of %d bytes: their metadata (.zgroup, .zarray or zarr.json) never arrived, so they are not in the store (the log names each)", dirs, files, bytes), files > 0
 }
 
 // umountVia asks the mount process of mnt to unmount and relays its

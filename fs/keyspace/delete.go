@@ -28,7 +28,7 @@ func (d *Dir) unlinkDoc(ctx context.Context, name string) (ok bool, err error) {
 	n, av := d.node.node, d.node.arr
 	f.meta.RUnlock()
 	switch {
-	case n == nil || n.Path == "" || name == zarr.ZMetadata:
+	case n == nil || n.Path == "":
 		return true, fmt.Errorf("%w: %s cannot be removed", ErrPermission, joinPath(d.path, name))
 	case f.isDoomed(n.Path):
 		return true, nil // gone with the node's metadata

@@ -498,6 +498,12 @@ func (d *Dir) Unlink(ctx context.Context, name string) error {
 	if d.fs.temps.remove(d.view, p) {
 		return nil
 	}
+	if d.view == V2 && name == zarr.ZMetadata {
+		// Derived from the hierarchy in every group: nothing is stored, so
+		// nothing is removed (shutil.rmtree of a group unlinks it too).
+		_, err := d.Lookup(ctx, name)
+		return err
+	}
 	if d.node != nil {
 		if ok, err := d.unlinkDoc(ctx, name); ok {
 			return err
