@@ -1,9 +1,14 @@
 package integration_test
 
 import (
+	"bufio"
 	"bytes"
+	"compress/flate"
 	"compress/gzip"
 	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
 	"io"
 	"net"
 	"net/http"
@@ -16,8 +21,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zarrfs/zarrfs/codec/sharding"
 	"github.com/zarrfs/zarrfs/integration"
 	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/dtype"
+	"github.com/zarrfs/zarrfs/zarr/meta"
+	"github.com/zarrfs/zarrfs/zarr/zarrtest"
 )
 
 // The bomb tests measure the memory zarrfs takes for hostile input with
@@ -243,6 +252,270 @@ func TestAttackHTTPMetadataBombs(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// zipWriter writes a zip file entry by entry, keeping only what its
+// central directory needs (archive/zip keeps every header whole), with a
+// zip64 end record: for zips of millions of entries.
+type zipWriter struct {
+	w       *bufio.Writer
+	off     int64
+	central bytes.Buffer
+	entries int
+}
+
+// add writes a member: stored (deflated nil), or deflated bytes that
+// inflate to size bytes of crc32 crc.
+func (z *zipWriter) add(name string, data []byte, deflated bool, crc uint32, size int64) {
+	method := uint16(0)
+	if deflated {
+		method = 8
+	}
+	var h [30]byte
+	binary.LittleEndian.PutUint32(h[0:], 0x04034b50)
+	binary.LittleEndian.PutUint16(h[4:], 20)
+	binary.LittleEndian.PutUint16(h[8:], method)
+	binary.LittleEndian.PutUint32(h[14:], crc)
+	binary.LittleEndian.PutUint32(h[18:], uint32(len(data)))
+	binary.LittleEndian.PutUint32(h[22:], uint32(size))
+	binary.LittleEndian.PutUint16(h[26:], uint16(len(name)))
+	var c [46]byte
+	binary.LittleEndian.PutUint32(c[0:], 0x02014b50)
+	binary.LittleEndian.PutUint16(c[4:], 20)
+	binary.LittleEndian.PutUint16(c[6:], 20)
+	binary.LittleEndian.PutUint16(c[10:], method)
+	binary.LittleEndian.PutUint32(c[16:], crc)
+	binary.LittleEndian.PutUint32(c[20:], uint32(len(data)))
+	binary.LittleEndian.PutUint32(c[24:], uint32(size))
+	binary.LittleEndian.PutUint16(c[28:], uint16(len(name)))
+	binary.LittleEndian.PutUint32(c[42:], uint32(z.off))
+	z.central.Write(c[:])
+	z.central.WriteString(name)
+	z.w.Write(h[:])
+	z.w.WriteString(name)
+	z.w.Write(data)
+	z.off += int64(len(h) + len(name) + len(data))
+	z.entries++
+}
+
+// close writes the central directory and the end records.
+func (z *zipWriter) close() error {
+	dirOff, dirLen := z.off, int64(z.central.Len())
+	z.w.Write(z.central.Bytes())
+	var e64 [56 + 20]byte
+	binary.LittleEndian.PutUint32(e64[0:], 0x06064b50)
+	binary.LittleEndian.PutUint64(e64[4:], 44)
+	binary.LittleEndian.PutUint16(e64[12:], 45)
+	binary.LittleEndian.PutUint16(e64[14:], 45)
+	binary.LittleEndian.PutUint64(e64[24:], uint64(z.entries))
+	binary.LittleEndian.PutUint64(e64[32:], uint64(z.entries))
+	binary.LittleEndian.PutUint64(e64[40:], uint64(dirLen))
+	binary.LittleEndian.PutUint64(e64[48:], uint64(dirOff))
+	binary.LittleEndian.PutUint32(e64[56:], 0x07064b50)
+	binary.LittleEndian.PutUint64(e64[64:], uint64(dirOff+dirLen))
+	binary.LittleEndian.PutUint32(e64[72:], 1)
+	z.w.Write(e64[:])
+	var end [22]byte
+	binary.LittleEndian.PutUint32(end[0:], 0x06054b50)
+	binary.LittleEndian.PutUint16(end[8:], 0xffff)
+	binary.LittleEndian.PutUint16(end[10:], 0xffff)
+	binary.LittleEndian.PutUint32(end[12:], uint32(dirLen))
+	binary.LittleEndian.PutUint32(end[16:], uint32(dirOff))
+	z.w.Write(end[:])
+	return z.w.Flush()
+}
+
+// writeZipFile writes a zip at path with fill, which adds its members.
+func writeZipFile(t *testing.T, path string, fill func(z *zipWriter)) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	z := &zipWriter{w: bufio.NewWriterSize(f, 1<<20)}
+	fill(z)
+	if err := z.close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// arrayDocOf is the zarr.json of an array of uint8 of shape elements in
+// chunks (shards) of chunk elements, with codecs.
+func arrayDocOf(t *testing.T, shape, chunk int64, codecs []meta.Codec) ([]byte, *zarr.Array) {
+	t.Helper()
+	dir := t.TempDir()
+	s := zarrtest.OpenStore(t, dir)
+	defer s.Close()
+	a, err := zarr.CreateArrayV3(t.Context(), s, "a", &meta.ArrayV3{
+		Shape: []int{int(shape)}, DataType: dtype.TypeUint8, ChunkShape: []int{int(chunk)}, FillValue: []byte{0},
+		KeyEncoding: meta.KeyEncoding{Name: meta.KeyEncodingDefault, Separator: "/"}, Codecs: codecs,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return readOrMissing(t, filepath.Join(dir, "a", zarr.ZarrJSON)), a
+}
+
+const rootGroup = `{"zarr_format": 3, "node_type": "group"}`
+
+// TestAttackZipMillionEntries: a zip of 1,000,000 entries (the chunks of
+// one unsharded array) opens in info and mount within minutes, in far
+// less memory than archive/zip's index (more than 10 minutes and 494 MB
+// before), and SIGTERM ends either while it opens.
+func TestAttackZipMillionEntries(t *testing.T) {
+	const n = 1_000_000
+	bin := plainZarrfs(t)
+	doc, _ := arrayDocOf(t, n, 1, []meta.Codec{zarrtest.BytesLE})
+	p := filepath.Join(t.TempDir(), "million.zip")
+	writeZipFile(t, p, func(z *zipWriter) {
+		z.add(zarr.ZarrJSON, []byte(rootGroup), false, crc32.ChecksumIEEE([]byte(rootGroup)), int64(len(rootGroup)))
+		z.add("a/"+zarr.ZarrJSON, doc, false, crc32.ChecksumIEEE(doc), int64(len(doc)))
+		for i := range n {
+			v := []byte{byte(i%255 + 1)}
+			z.add(fmt.Sprintf("a/c/%d", i), v, false, crc32.ChecksumIEEE(v), 1)
+		}
+	})
+	fi, _ := os.Stat(p)
+	t.Logf("%s: %d MB", p, fi.Size()>>20)
+
+	out, err, rss := runMeasured(t, 5*time.Minute, bin, "info", p)
+	if err != nil || !strings.Contains(out, "a  (v3 array") {
+		t.Fatalf("zarrfs info: %v\n%s", err, out)
+	}
+	t.Logf("zarrfs info: peak RSS %d MiB\n%s", rss>>20, out)
+	if rss > 512<<20 { // the zip's index is 62 MiB of it; the rest inspects a million chunks
+		t.Errorf("zarrfs info: peak RSS %d MiB, want at most 512", rss>>20)
+	}
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	os.Mkdir(mnt, 0o755)
+	m, err := integration.Start(bin, p, mnt, "--ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(mnt, "v3", "a", "c", "999999"))
+	if err != nil || !bytes.Equal(b, []byte{999999%255 + 1}) {
+		t.Errorf("the last chunk through the mount: %v, %v", b, err)
+	}
+	rss = daemonRSS(t, m.Pid())
+	t.Logf("mount: peak RSS %d MiB", rss>>20)
+	if rss > 256<<20 {
+		t.Errorf("mount: peak RSS %d MiB, want at most 256", rss>>20)
+	}
+	if err := m.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// SIGTERM while the zip opens ends info and mount.
+	for _, args := range [][]string{{"info", p}, {"mount", "--ro", p, mnt}} {
+		cmd := exec.Command(bin, args...)
+		var buf bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &buf, &buf
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		time.Sleep(200 * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-done:
+			t.Logf("zarrfs %s, SIGTERM after 200 ms: %v\n%s", args[0], err, buf.String())
+		case <-time.After(time.Minute):
+			cmd.Process.Kill()
+			<-done
+			t.Errorf("zarrfs %s did not end within a minute of SIGTERM\n%s", args[0], buf.String())
+		}
+		integration.ForceUnmount(mnt)
+	}
+}
+
+// deflatedMiBs returns a deflate stream of n MiB of byte c followed by
+// tail (n copies of one flushed MiB: a stream's blocks need nothing
+// before them), with the crc32 and size of what it inflates to.
+func deflatedMiBs(n int, c byte, tail []byte) (stream []byte, crc uint32, size int64) {
+	mib := bytes.Repeat([]byte{c}, 1<<20)
+	var block, last bytes.Buffer
+	fw, _ := flate.NewWriter(&block, flate.BestCompression)
+	fw.Write(mib)
+	fw.Flush()
+	fw, _ = flate.NewWriter(&last, flate.BestCompression)
+	fw.Write(tail)
+	fw.Close()
+	stream = append(bytes.Repeat(block.Bytes(), n), last.Bytes()...)
+	sum := crc32.NewIEEE()
+	for range n {
+		sum.Write(mib)
+	}
+	sum.Write(tail)
+	return stream, sum.Sum32(), int64(n)<<20 + int64(len(tail))
+}
+
+// TestAttackZipDeflateBombs: a zip of 4 MB holding two deflated shards
+// of 1900 MiB each: readers of chunks of both at once through a mount
+// with --cache-size 64MiB get their bytes, and the mount stays within
+// --cache-size + 64 MiB (6.9 GB before, which inflated each shard
+// whole); info and check stay within 128 MiB too.
+func TestAttackZipDeflateBombs(t *testing.T) {
+	const mibs = 1900
+	bin := plainZarrfs(t)
+	doc, a := arrayDocOf(t, 2*mibs<<20, mibs<<20, zarr.ShardedCodecs([]int{1 << 20}, []meta.Codec{zarrtest.BytesLE}))
+	ix := sharding.NewIndex(mibs)
+	for i := range mibs {
+		ix.Set(i, int64(i)<<20, 1<<20)
+	}
+	index, err := a.Sharding().EncodeIndex(ix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "bombs.zip")
+	writeZipFile(t, p, func(z *zipWriter) {
+		z.add(zarr.ZarrJSON, []byte(rootGroup), false, crc32.ChecksumIEEE([]byte(rootGroup)), int64(len(rootGroup)))
+		z.add("a/"+zarr.ZarrJSON, doc, false, crc32.ChecksumIEEE(doc), int64(len(doc)))
+		for shard, c := range []byte{1, 2} {
+			stream, crc, size := deflatedMiBs(mibs, c, index)
+			z.add(fmt.Sprintf("a/c/%d", shard), stream, true, crc, size)
+		}
+	})
+	fi, _ := os.Stat(p)
+	t.Logf("%s: %d KB", p, fi.Size()>>10)
+
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	os.Mkdir(mnt, 0o755)
+	m, err := integration.Start(bin, p, mnt, "--ro", "--cache-size", "64MiB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Kill()
+	var wg sync.WaitGroup
+	for _, k := range []int{mibs - 1, 7, 2*mibs - 1, mibs + 3} {
+		wg.Go(func() {
+			b, err := os.ReadFile(filepath.Join(mnt, "v3", "a", "c", fmt.Sprint(k)))
+			want := bytes.Repeat([]byte{byte(1 + k/mibs)}, 1<<20)
+			if err != nil || !bytes.Equal(b, want) {
+				t.Errorf("chunk %d: %d bytes, %v; want 1 MiB of %d", k, len(b), err, want[0])
+			}
+		})
+	}
+	wg.Wait()
+	rss := daemonRSS(t, m.Pid())
+	t.Logf("mount: peak RSS %d MiB", rss>>20)
+	if rss > 64<<20+64<<20 {
+		t.Errorf("mount: peak RSS %d MiB, want within --cache-size + 64 MiB", rss>>20)
+	}
+	if err := m.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{"info", "check"} {
+		out, err, rss := runMeasured(t, 10*time.Minute, bin, cmd, p)
+		if err != nil {
+			t.Errorf("zarrfs %s: %v\n%s", cmd, err, out)
+		}
+		t.Logf("zarrfs %s: peak RSS %d MiB", cmd, rss>>20)
+		if rss > 128<<20 {
+			t.Errorf("zarrfs %s: peak RSS %d MiB, want at most 128", cmd, rss>>20)
 		}
 	}
 }
