@@ -57,24 +57,34 @@ func plainZarrfs(t *testing.T) string {
 }
 
 // runMeasured runs a zarrfs command (killed after limit) and returns its
-// output, its error and its peak RSS.
-func runMeasured(t *testing.T, limit time.Duration, bin string, args ...string) (out string, err error, rss int64) {
+// output, its peak RSS and its error. The peak is VmHWM of
+// /proc/PID/status, read every few milliseconds while it runs: the
+// rusage of a child counts the memory of the process that started it.
+func runMeasured(t *testing.T, limit time.Duration, bin string, args ...string) (out string, rss int64, err error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
-	err = cmd.Run()
-	if ctx.Err() != nil {
-		t.Errorf("zarrfs %s: still running after %v", strings.Join(args, " "), limit)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	if cmd.ProcessState != nil {
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			rss = ru.Maxrss << 10
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	status := fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)
+	for tick := time.NewTicker(2 * time.Millisecond); ; {
+		select {
+		case err = <-done:
+			tick.Stop()
+			if ctx.Err() != nil {
+				t.Errorf("zarrfs %s: still running after %v", strings.Join(args, " "), limit)
+			}
+			return buf.String(), rss, err
+		case <-tick.C:
+			rss = max(rss, vmHWM(status))
 		}
 	}
-	return buf.String(), err, rss
 }
 
 // writeBigAttribute writes a group at path of the store at dir whose
@@ -120,7 +130,7 @@ func TestAttackMetadataBombs(t *testing.T) {
 	writeBigAttribute(t, dir, "bomb", 200<<20)
 	const bound = 150 << 20
 	for _, cmd := range []string{"info", "check"} {
-		out, err, rss := runMeasured(t, 5*time.Minute, bin, cmd, dir)
+		out, rss, err := runMeasured(t, 5*time.Minute, bin, cmd, dir)
 		if cmd == "info" && err != nil || cmd == "check" && !isExit(err, 1) {
 			t.Errorf("zarrfs %s: %v\n%s", cmd, err, out)
 		}
@@ -132,13 +142,8 @@ func TestAttackMetadataBombs(t *testing.T) {
 			t.Errorf("zarrfs %s: peak RSS %d MiB, want at most %d", cmd, rss>>20, bound>>20)
 		}
 	}
-	mnt := filepath.Join(t.TempDir(), "mnt")
-	os.Mkdir(mnt, 0o755)
-	m, err := integration.Start(bin, dir, mnt, "--ro", "--cache-size", "64MiB")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Kill()
+	m := mountWith(t, bin, dir, "--ro", "--cache-size", "64MiB")
+	mnt := m.Dir
 	if _, err := os.Stat(filepath.Join(mnt, "v3", "bomb")); err == nil {
 		t.Error("the group of the large document is shown")
 	}
@@ -158,7 +163,7 @@ func TestAttackMetadataBombs(t *testing.T) {
 	}
 
 	// The flag: 300MiB lets the document in, 256B keeps out a's.
-	out, err, _ := runMeasured(t, 5*time.Minute, bin, "info", "--max-metadata-size", "300MiB", dir, "bomb")
+	out, _, err := runMeasured(t, 5*time.Minute, bin, "info", "--max-metadata-size", "300MiB", dir, "bomb")
 	if err != nil || strings.Contains(out, "larger than") {
 		t.Errorf("zarrfs info --max-metadata-size 300MiB: %v\n%s", err, out)
 	}
@@ -239,7 +244,7 @@ func TestAttackHTTPMetadataBombs(t *testing.T) {
 				}
 				url := hostileServer(t, d, key, answer)
 				for _, cmd := range [][]string{{"info", url}, {"mount", "--ro", url, t.TempDir()}} {
-					out, err, rss := runMeasured(t, 2*time.Minute, bin, cmd...)
+					out, rss, err := runMeasured(t, 2*time.Minute, bin, cmd...)
 					if mnt := cmd[len(cmd)-1]; cmd[0] == "mount" {
 						integration.ForceUnmount(mnt)
 					}
@@ -381,7 +386,7 @@ func TestAttackZipMillionEntries(t *testing.T) {
 	fi, _ := os.Stat(p)
 	t.Logf("%s: %d MB", p, fi.Size()>>20)
 
-	out, err, rss := runMeasured(t, 5*time.Minute, bin, "info", p)
+	out, rss, err := runMeasured(t, 5*time.Minute, bin, "info", p)
 	if err != nil || !strings.Contains(out, "a  (v3 array") {
 		t.Fatalf("zarrfs info: %v\n%s", err, out)
 	}
@@ -389,12 +394,8 @@ func TestAttackZipMillionEntries(t *testing.T) {
 	if rss > 512<<20 { // the zip's index is 62 MiB of it; the rest inspects a million chunks
 		t.Errorf("zarrfs info: peak RSS %d MiB, want at most 512", rss>>20)
 	}
-	mnt := filepath.Join(t.TempDir(), "mnt")
-	os.Mkdir(mnt, 0o755)
-	m, err := integration.Start(bin, p, mnt, "--ro")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := mountWith(t, bin, p, "--ro")
+	mnt := m.Dir
 	b, err := os.ReadFile(filepath.Join(mnt, "v3", "a", "c", "999999"))
 	if err != nil || !bytes.Equal(b, []byte{999999%255 + 1}) {
 		t.Errorf("the last chunk through the mount: %v, %v", b, err)
@@ -482,13 +483,8 @@ func TestAttackZipDeflateBombs(t *testing.T) {
 	fi, _ := os.Stat(p)
 	t.Logf("%s: %d KB", p, fi.Size()>>10)
 
-	mnt := filepath.Join(t.TempDir(), "mnt")
-	os.Mkdir(mnt, 0o755)
-	m, err := integration.Start(bin, p, mnt, "--ro", "--cache-size", "64MiB")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Kill()
+	m := mountWith(t, bin, p, "--ro", "--cache-size", "64MiB")
+	mnt := m.Dir
 	var wg sync.WaitGroup
 	for _, k := range []int{mibs - 1, 7, 2*mibs - 1, mibs + 3} {
 		wg.Go(func() {
@@ -509,7 +505,7 @@ func TestAttackZipDeflateBombs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, cmd := range []string{"info", "check"} {
-		out, err, rss := runMeasured(t, 10*time.Minute, bin, cmd, p)
+		out, rss, err := runMeasured(t, 10*time.Minute, bin, cmd, p)
 		if err != nil {
 			t.Errorf("zarrfs %s: %v\n%s", cmd, err, out)
 		}
