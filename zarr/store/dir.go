@@ -521,19 +521,16 @@ func (d *Dir) Prune(key, stop string) error {
 	if stop != "" && !strings.HasPrefix(key, stop+"/") {
 		return fmt.Errorf("%w %q: not below %q", ErrInvalidKey, key, stop)
 	}
-	linked, err := d.Linked(key)
-	if errors.Is(err, ErrNotFound) {
-		return nil // pruned with another key
-	}
-	if err != nil || linked {
-		return err
-	}
 	for dir := path.Dir(key); dir != "." && dir != stop; dir = path.Dir(dir) {
-		fi, err := d.root.Lstat(dir)
-		if err != nil || !fi.IsDir() {
-			return nil
+		// Reached without following a link (a link on the way, or at
+		// dir, ends the pruning: what it leads to is not key's).
+		parent, name, err := d.parent(dir, false)
+		if err != nil {
+			return nil // pruned with another key, or behind a link
 		}
-		if d.root.Remove(dir) != nil {
+		err = unix.Unlinkat(fd(parent), name, unix.AT_REMOVEDIR)
+		parent.Close()
+		if err != nil {
 			return nil // not empty: nor is any directory above it
 		}
 	}
