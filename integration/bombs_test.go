@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"compress/flate"
 	"compress/gzip"
-	"context"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -56,35 +55,66 @@ func plainZarrfs(t *testing.T) string {
 	return plainBuild.bin
 }
 
+// running is a zarrfs command started by startZarrfs.
+type running struct {
+	cmd  *exec.Cmd
+	out  bytes.Buffer
+	done chan error // its exit
+}
+
+// startZarrfs starts bin with args.
+func startZarrfs(t *testing.T, bin string, args ...string) *running {
+	t.Helper()
+	r := &running{cmd: exec.Command(bin, args...), done: make(chan error, 1)}
+	r.cmd.Stdout, r.cmd.Stderr = &r.out, &r.out
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { r.done <- r.cmd.Wait() }()
+	return r
+}
+
+// wait waits for the command's exit; after limit it fails the test and
+// kills it.
+func (r *running) wait(t *testing.T, limit time.Duration) error {
+	t.Helper()
+	select {
+	case err := <-r.done:
+		return err
+	case <-time.After(limit):
+		r.cmd.Process.Kill()
+		err := <-r.done
+		t.Errorf("zarrfs %s: still running after %v\n%s", strings.Join(r.cmd.Args[1:], " "), limit, r.out.String())
+		return err
+	}
+}
+
 // runMeasured runs a zarrfs command (killed after limit) and returns its
 // output, its peak RSS and its error. The peak is VmHWM of
 // /proc/PID/status, read every few milliseconds while it runs: the
 // rusage of a child counts the memory of the process that started it.
 func runMeasured(t *testing.T, limit time.Duration, bin string, args ...string) (out string, rss int64, err error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	var buf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &buf, &buf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	status := fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)
-	for tick := time.NewTicker(2 * time.Millisecond); ; {
-		select {
-		case err = <-done:
-			tick.Stop()
-			if ctx.Err() != nil {
-				t.Errorf("zarrfs %s: still running after %v", strings.Join(args, " "), limit)
+	r := startZarrfs(t, bin, args...)
+	status := fmt.Sprintf("/proc/%d/status", r.cmd.Process.Pid)
+	stop := make(chan struct{})
+	measured := make(chan int64)
+	go func() {
+		peak := int64(0)
+		for tick := time.NewTicker(2 * time.Millisecond); ; {
+			select {
+			case <-stop:
+				tick.Stop()
+				measured <- peak
+				return
+			case <-tick.C:
+				peak = max(peak, vmHWM(status))
 			}
-			return buf.String(), rss, err
-		case <-tick.C:
-			rss = max(rss, vmHWM(status))
 		}
-	}
+	}()
+	err = r.wait(t, limit)
+	close(stop)
+	return r.out.String(), <-measured, err
 }
 
 // writeBigAttribute writes a group at path of the store at dir whose
@@ -278,23 +308,23 @@ func (z *zipWriter) add(name string, data []byte, deflated bool, crc uint32, siz
 	if deflated {
 		method = 8
 	}
-	var h [30]byte
+	// The fields both headers share, in the same order.
+	common := func(b []byte) {
+		binary.LittleEndian.PutUint16(b[0:], method)
+		binary.LittleEndian.PutUint32(b[6:], crc)
+		binary.LittleEndian.PutUint32(b[10:], uint32(len(data)))
+		binary.LittleEndian.PutUint32(b[14:], uint32(size))
+		binary.LittleEndian.PutUint16(b[18:], uint16(len(name)))
+	}
+	var h [30]byte // local file header
 	binary.LittleEndian.PutUint32(h[0:], 0x04034b50)
 	binary.LittleEndian.PutUint16(h[4:], 20)
-	binary.LittleEndian.PutUint16(h[8:], method)
-	binary.LittleEndian.PutUint32(h[14:], crc)
-	binary.LittleEndian.PutUint32(h[18:], uint32(len(data)))
-	binary.LittleEndian.PutUint32(h[22:], uint32(size))
-	binary.LittleEndian.PutUint16(h[26:], uint16(len(name)))
-	var c [46]byte
+	common(h[8:])
+	var c [46]byte // central directory header
 	binary.LittleEndian.PutUint32(c[0:], 0x02014b50)
 	binary.LittleEndian.PutUint16(c[4:], 20)
 	binary.LittleEndian.PutUint16(c[6:], 20)
-	binary.LittleEndian.PutUint16(c[10:], method)
-	binary.LittleEndian.PutUint32(c[16:], crc)
-	binary.LittleEndian.PutUint32(c[20:], uint32(len(data)))
-	binary.LittleEndian.PutUint32(c[24:], uint32(size))
-	binary.LittleEndian.PutUint16(c[28:], uint16(len(name)))
+	common(c[10:])
 	binary.LittleEndian.PutUint32(c[42:], uint32(z.off))
 	z.central.Write(c[:])
 	z.central.WriteString(name)
@@ -411,24 +441,11 @@ func TestAttackZipMillionEntries(t *testing.T) {
 
 	// SIGTERM while the zip opens ends info and mount.
 	for _, args := range [][]string{{"info", p}, {"mount", "--ro", p, mnt}} {
-		cmd := exec.Command(bin, args...)
-		var buf bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &buf, &buf
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
+		r := startZarrfs(t, bin, args...)
 		time.Sleep(200 * time.Millisecond)
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-done:
-			t.Logf("zarrfs %s, SIGTERM after 200 ms: %v\n%s", args[0], err, buf.String())
-		case <-time.After(time.Minute):
-			cmd.Process.Kill()
-			<-done
-			t.Errorf("zarrfs %s did not end within a minute of SIGTERM\n%s", args[0], buf.String())
-		}
+		r.cmd.Process.Signal(syscall.SIGTERM)
+		err := r.wait(t, time.Minute)
+		t.Logf("zarrfs %s, SIGTERM after 200 ms: %v\n%s", args[0], err, r.out.String())
 		integration.ForceUnmount(mnt)
 	}
 }
