@@ -554,10 +554,17 @@ func linkOut(t *testing.T, dir, key, outside string) {
 // daemonRSS is the peak resident memory of process pid, in bytes.
 func daemonRSS(t *testing.T, pid int) int64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
+	status := fmt.Sprintf("/proc/%d/status", pid)
+	if _, err := os.Stat(status); err != nil {
 		t.Fatal(err)
 	}
+	return vmHWM(status)
+}
+
+// vmHWM is the peak RSS a /proc/PID/status file gives, 0 when it cannot
+// be read (the process is gone).
+func vmHWM(status string) int64 {
+	b, _ := os.ReadFile(status)
 	var kb int64
 	for line := range strings.SplitSeq(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {

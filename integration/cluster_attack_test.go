@@ -244,6 +244,63 @@ func TestClusterLyingPeer(t *testing.T) {
 	}
 }
 
+// plainArrays are arrays of clusterStore whose inner chunks carry no
+// crc32c (the last one's index neither): nothing checks what a peer sends
+// for them.
+var plainArrays = []string{"uint16_zstd_end", "int16_dotkeys", "int32_gzip_start_nocrc"}
+
+// TestClusterLyingPeerUnverifiable: fake peers answer every key with
+// 0x55 bytes of the length it asks for. Nodes with --peer-verify=crc32c-only
+// read the arrays whose chunks carry no crc32c from the store, and
+// every file of both views is the store's; they log that they do. Nodes
+// without it serve the fakes' bytes for some of those files (what the
+// flag is for), and log that peers can.
+func TestClusterLyingPeerUnverifiable(t *testing.T) {
+	clusterStore(t, "plain")
+	want := arrayFiles(t, mount(t, "s3://zarr/plain", "--ro").Dir, plainArrays, time.Minute)
+	var fakes []string
+	var asked atomic.Int32
+	for range 8 { // most keys have a lying owner
+		u, _, _ := fakePeer(t, func(w http.ResponseWriter, r *http.Request, kind string, n int, stop <-chan struct{}) {
+			asked.Add(1)
+			w.Write(bytes.Repeat([]byte{0x55}, n))
+		})
+		fakes = append(fakes, u)
+	}
+	verified := clusterNodes(t, "plain", fakes, "--peer-verify=crc32c-only")
+	for i, m := range verified {
+		sameFiles(t, fmt.Sprintf("node %d with --peer-verify=crc32c-only", i+1), arrayFiles(t, m.Dir, plainArrays, time.Minute), want)
+		for _, a := range plainArrays {
+			if !strings.Contains(m.Log(), "read from the store, not from peers") || !strings.Contains(m.Log(), "/"+a) {
+				t.Errorf("node %d with --peer-verify=crc32c-only does not log that %s is read from the store:\n%s", i+1, a, m.Log())
+			}
+		}
+	}
+	for _, m := range verified {
+		if err := m.Stop(); err != nil {
+			t.Error(err)
+		}
+	}
+
+	trusting := clusterNodes(t, "plain", fakes)
+	differ := 0
+	for _, m := range trusting {
+		got := arrayFiles(t, m.Dir, plainArrays, time.Minute)
+		for p, w := range want {
+			if !bytes.Equal(got[p], w) {
+				differ++
+			}
+		}
+		if !strings.Contains(m.Log(), "peers can serve wrong bytes") || !strings.Contains(m.Log(), "/int16_dotkeys") {
+			t.Errorf("a node without --peer-verify does not warn that peers can serve wrong bytes for /int16_dotkeys:\n%s", m.Log())
+		}
+	}
+	t.Logf("the fakes were asked %d times; without --peer-verify, %d files of both nodes were theirs", asked.Load(), differ)
+	if differ == 0 {
+		t.Error("no node without --peer-verify served a fake's bytes: the test attacked too little")
+	}
+}
+
 // TestClusterStallingPeer: fake peers announcing 1 GiB and then sending
 // 256 MiB of it before stalling, trickling a byte a second, and resetting
 // connections cost

@@ -45,11 +45,17 @@ func run(m *testing.M) int {
 // cleanup, even when the test fails.
 func mount(t *testing.T, store string, args ...string) *integration.Mount {
 	t.Helper()
+	return mountWith(t, zarrfsBin, store, args...)
+}
+
+// mountWith is mount with the zarrfs binary bin.
+func mountWith(t *testing.T, bin, store string, args ...string) *integration.Mount {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "mnt")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	m, err := integration.Start(zarrfsBin, store, dir, args...)
+	m, err := integration.Start(bin, store, dir, args...)
 	if err != nil {
 		t.Fatal(err)
 	}

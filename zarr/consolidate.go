@@ -65,7 +65,7 @@ func Consolidate(ctx context.Context, h *Hierarchy) (*Consolidated, error) {
 	if root.Format == 3 {
 		out.Key = ZarrJSON
 		return out, store.Update(ctx, h.Store, ZarrJSON, func(cur store.Object) (store.Change, error) {
-			b, err := readObject(cur, ZarrJSON)
+			b, err := ReadCurrentDocument(cur, ZarrJSON)
 			if err != nil {
 				return store.Change{}, err
 			}
@@ -107,7 +107,7 @@ func Consolidate(ctx context.Context, h *Hierarchy) (*Consolidated, error) {
 func (h *Hierarchy) nodeEntries(ctx context.Context, n *Node) (meta.Entries, error) {
 	if n.Format == 3 {
 		key := store.Join(n.Path, ZarrJSON)
-		b, err := store.ReadAll(ctx, h.Store, key)
+		b, err := ReadDocument(ctx, h.Store, key)
 		if err != nil {
 			return nil, err
 		}
@@ -136,7 +136,7 @@ func (h *Hierarchy) nodeEntries(ctx context.Context, n *Node) (meta.Entries, err
 	var es meta.Entries
 	for _, name := range []string{name, ZAttrs} {
 		key := store.Join(n.Path, name)
-		b, err := store.ReadAll(ctx, h.Store, key)
+		b, err := ReadDocument(ctx, h.Store, key)
 		if errors.Is(err, store.ErrNotFound) && name == ZAttrs {
 			continue
 		}
@@ -146,20 +146,4 @@ func (h *Hierarchy) nodeEntries(ctx context.Context, n *Node) (meta.Entries, err
 		es = append(es, meta.Entry{Key: key, Doc: b})
 	}
 	return es, nil
-}
-
-// readObject reads the whole current value of an update.
-func readObject(cur store.Object, key string) ([]byte, error) {
-	if cur == nil {
-		return nil, fmt.Errorf("%w: %s disappeared", store.ErrNotFound, key)
-	}
-	size := cur.Info().Size
-	if err := store.All.CheckLength(size); err != nil {
-		return nil, fmt.Errorf("%s: %w", key, err)
-	}
-	b := make([]byte, size)
-	if n, err := cur.ReadAt(b, 0); n < len(b) {
-		return nil, fmt.Errorf("%s: %w", key, err)
-	}
-	return b, nil
 }

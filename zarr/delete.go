@@ -28,7 +28,7 @@ func DeleteArrayMetadata(ctx context.Context, a *Array) error {
 		docs = []string{ZArray, ZAttrs}
 	}
 	key := store.Join(a.Path, docs[0])
-	b, err := store.ReadAll(ctx, a.store, key)
+	b, err := ReadDocument(ctx, a.store, key)
 	if err != nil {
 		return err
 	}
@@ -100,7 +100,7 @@ func openTombstone(ctx context.Context, s store.Store, key string) (Deleted, boo
 	}
 	path := strings.TrimSuffix(strings.TrimSuffix(doc, name), "/")
 	d := Deleted{Tombstone: key}
-	b, err := store.ReadAll(ctx, s, key)
+	b, err := ReadDocument(ctx, s, key)
 	if err != nil {
 		return d, true, err
 	}

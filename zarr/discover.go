@@ -40,7 +40,7 @@ type knownKeys map[string]bool
 // the root, which finds the array or group the store's URL points at.
 func discoverKeys(ctx context.Context, s store.Store) (keys knownKeys, consolidated bool, err error) {
 	keys = knownKeys{}
-	if b, err := store.ReadAll(ctx, s, ZarrJSON); err == nil {
+	if b, err := ReadDocument(ctx, s, ZarrJSON); err == nil {
 		keys[ZarrJSON] = true
 		var doc struct {
 			Consolidated *struct {
@@ -59,7 +59,7 @@ func discoverKeys(ctx context.Context, s store.Store) (keys knownKeys, consolida
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return nil, false, err
 	}
-	if b, err := store.ReadAll(ctx, s, ZMetadata); err == nil {
+	if b, err := ReadDocument(ctx, s, ZMetadata); err == nil {
 		c, err := meta.ParseConsolidated(b)
 		if err != nil {
 			return nil, false, fmt.Errorf("%s: %w", ZMetadata, err)

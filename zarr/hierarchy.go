@@ -180,7 +180,7 @@ func (h *Hierarchy) visit(ctx context.Context, prefix string) (*Node, error) {
 
 func (h *Hierarchy) readV3(ctx context.Context, n *Node) {
 	key := store.Join(n.Path, ZarrJSON)
-	b, err := store.ReadAll(ctx, h.Store, key)
+	b, err := ReadDocument(ctx, h.Store, key)
 	if err != nil {
 		n.Err = err
 		return
@@ -213,7 +213,7 @@ func (h *Hierarchy) readV3(ctx context.Context, n *Node) {
 func (h *Hierarchy) readV2Array(ctx context.Context, n *Node, hasAttrs bool) {
 	key := store.Join(n.Path, ZArray)
 	fail := func(err error) { n.Err = fmt.Errorf("%s: %w", key, err) }
-	b, err := store.ReadAll(ctx, h.Store, key)
+	b, err := ReadDocument(ctx, h.Store, key)
 	if err != nil {
 		fail(err)
 		return
@@ -233,7 +233,7 @@ func (h *Hierarchy) readV2Array(ctx context.Context, n *Node, hasAttrs bool) {
 
 func (h *Hierarchy) readV2Group(ctx context.Context, n *Node, hasAttrs bool) {
 	key := store.Join(n.Path, ZGroup)
-	b, err := store.ReadAll(ctx, h.Store, key)
+	b, err := ReadDocument(ctx, h.Store, key)
 	if err == nil {
 		n.GroupV2, err = meta.ParseZgroup(b)
 	}
@@ -249,7 +249,7 @@ func (h *Hierarchy) readZattrs(ctx context.Context, prefix string, exists bool) 
 		return nil, nil
 	}
 	key := store.Join(prefix, ZAttrs)
-	b, err := store.ReadAll(ctx, h.Store, key)
+	b, err := ReadDocument(ctx, h.Store, key)
 	if err != nil {
 		return nil, err
 	}

@@ -25,11 +25,8 @@ func Resize(ctx context.Context, a *Array, shape []int) (*Array, error) {
 	}
 	var resized *Array
 	err := store.Update(ctx, a.store, key, func(cur store.Object) (store.Change, error) {
-		if cur == nil {
-			return store.Change{}, fmt.Errorf("%s: disappeared", key)
-		}
-		b := make([]byte, cur.Info().Size)
-		if _, err := cur.ReadAt(b, 0); err != nil {
+		b, err := ReadCurrentDocument(cur, key)
+		if err != nil {
 			return store.Change{}, err
 		}
 		out, r, err := parse(a, b, shape)

@@ -24,6 +24,7 @@ import (
 	"github.com/zarrfs/zarrfs/fs/keyspace"
 	"github.com/zarrfs/zarrfs/fs/metrics"
 	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/engine"
 	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/writeback"
 )
@@ -53,6 +54,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	peerKey := flags.String("peer-tls-key", "", "the key of --peer-tls-cert (PEM)")
 	peerCA := flags.String("peer-ca", "", "CA (PEM) the peers' TLS certificates are verified against")
 	peersFile := flags.String("peers-file", "", "file of peer URLs, one per line, re-read when it changes (instead of --peers)")
+	peerVerify := flags.String("peer-verify", "all", "which values peers serve: all (each checked as far as its format allows; chunks without a crc32c are not), or crc32c-only (chunks and indexes a crc32c protects; the rest is read from the store)")
 	revalidate := flags.Duration("revalidate", time.Second, "how long a cached shard index (and, on object stores, an array's listing) is trusted before the store is asked again")
 	transcodeTo := flags.String("v2-transcode", keyspace.TranscodeRaw, "how the v2 view encodes chunks it must transcode: "+keyspace.TranscodeRaw+" (compressor null: cheapest to make and to read), "+keyspace.TranscodeBloscLZ4+" (compact copies of the view), or "+keyspace.TranscodeAuto+" (raw for arrays stored uncompressed, "+keyspace.TranscodeBloscLZ4+" for the others)")
 	newShards := flags.String("new-shards", "64MiB", "how arrays created through the mount are stored: sharded, a shard holding whole inner chunks (the chunks written) up to this many bytes uncompressed; or \"unsharded\", as written")
@@ -83,6 +85,10 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cacheBytes, err := parseSize(*cacheSize)
 	if err != nil {
 		return fail(stderr, fmt.Errorf("--cache-size: %v", err))
+	}
+	verify, err := parsePeerVerify(*peerVerify)
+	if err != nil {
+		return fail(stderr, err)
 	}
 	newShardBytes := int64(-1)
 	if *newShards != "unsharded" {
@@ -257,7 +263,7 @@ func runMount(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		c, err := clusterOptions(list, *peerListen, peerSecrets{*peerToken, *peerTokenFile, *peerCert, *peerKey, *peerCA}, cacheBytes-localCache, logger)
 		if err == nil {
-			err = ks.JoinCluster(c)
+			err = ks.JoinCluster(c, verify)
 		}
 		if err != nil {
 			ks.Close()
@@ -428,6 +434,17 @@ func unmount(mnt string, lazy bool) error {
 		return fmt.Errorf("%v: %s", err, strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+// parsePeerVerify reads --peer-verify.
+func parsePeerVerify(s string) (engine.PeerVerify, error) {
+	switch s {
+	case "all":
+		return engine.PeersForAll, nil
+	case "crc32c-only":
+		return engine.PeersForCRC32C, nil
+	}
+	return 0, fmt.Errorf("--peer-verify %q: all or crc32c-only", s)
 }
 
 // peerSecrets are how the peers prove who they are: a shared token

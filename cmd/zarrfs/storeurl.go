@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/zarrfs/zarrfs/zarr"
 	"github.com/zarrfs/zarrfs/zarr/store"
 	"github.com/zarrfs/zarrfs/zarr/store/registry"
 	"github.com/zarrfs/zarrfs/zarr/store/requests"
@@ -23,6 +24,7 @@ type storeFlags struct {
 	attempts   *int
 	timeout    *time.Duration
 	deadline   *time.Duration
+	maxDoc     *string
 	logger     *slog.Logger // of retries (default: to the flags' output)
 }
 
@@ -32,6 +34,7 @@ func addStoreFlags(fs *flag.FlagSet) storeFlags {
 		attempts:   fs.Int("remote-attempts", 8, "tries of one request to a remote store on 5xx, throttling, dropped connections, cut bodies and timeouts, with backoff and jitter"),
 		timeout:    fs.Duration("remote-timeout", 5*time.Second, "how long one try of a request to a remote store waits for the connection and the first byte, and a body may pause; doubles with each try"),
 		deadline:   fs.Duration("remote-deadline", 20*time.Second, "how long the tries of one request to a remote store may take together (a body is given time for its size besides)"),
+		maxDoc:     fs.String("max-metadata-size", fmt.Sprintf("%dMiB", zarr.DefaultMaxDocumentSize>>20), "the largest metadata document (zarr.json, .zarray, .zattrs, .zmetadata...) read, stored or inflated; a larger one is refused naming its key"),
 		journalDir: fs.String("journal-dir", "", "where mounts of remote stores journal writes (default: $XDG_STATE_HOME/zarrfs/journals, one directory per store URL)"),
 		logger:     newLogger(fs.Output()),
 	}
@@ -45,6 +48,11 @@ func (sf storeFlags) open(ctx context.Context, l registry.Location, readOnly boo
 	if *sf.timeout <= 0 || *sf.deadline <= 0 {
 		return nil, fmt.Errorf("--remote-timeout and --remote-deadline must be positive")
 	}
+	maxDoc, err := parseSize(*sf.maxDoc)
+	if err != nil || maxDoc <= 0 {
+		return nil, fmt.Errorf("--max-metadata-size %q: a positive size (e.g. 32MiB) wanted", *sf.maxDoc)
+	}
+	zarr.SetMaxDocumentSize(maxDoc)
 	limits := requests.Limits{MaxAttempts: *sf.attempts, Timeout: *sf.timeout, Deadline: *sf.deadline, Logger: sf.logger}
 	return l.Open(ctx, registry.Options{ReadOnly: readOnly, Limits: limits})
 }

@@ -685,11 +685,8 @@ func (f *FS) createdDimensions(n *zarr.Node, attrs json.RawMessage) (names []*st
 // created by this mount (createdDimensions).
 func (f *FS) setDimensionNames(ctx context.Context, n *zarr.Node, names []*string, attrs json.RawMessage) error {
 	err := store.Update(ctx, f.store, store.Join(n.Path, zarr.ZarrJSON), func(cur store.Object) (store.Change, error) {
-		if cur == nil {
-			return store.Change{}, fmt.Errorf("%w: zarr.json disappeared", ErrNotFound)
-		}
-		b := make([]byte, cur.Info().Size)
-		if _, err := cur.ReadAt(b, 0); err != nil {
+		b, err := zarr.ReadCurrentDocument(cur, store.Join(n.Path, zarr.ZarrJSON))
+		if err != nil {
 			return store.Change{}, err
 		}
 		doc, err := meta.ParseV3(b)

@@ -166,11 +166,8 @@ func (f *FS) setAttributes(ctx context.Context, n *zarr.Node, attrs json.RawMess
 	switch n.Format {
 	case 3:
 		err = store.Update(ctx, f.store, store.Join(n.Path, zarr.ZarrJSON), func(cur store.Object) (store.Change, error) {
-			if cur == nil {
-				return store.Change{}, fmt.Errorf("%w: zarr.json disappeared", ErrNotFound)
-			}
-			b := make([]byte, cur.Info().Size)
-			if _, err := cur.ReadAt(b, 0); err != nil {
+			b, err := zarr.ReadCurrentDocument(cur, store.Join(n.Path, zarr.ZarrJSON))
+			if err != nil {
 				return store.Change{}, err
 			}
 			doc, err := meta.ParseV3(b)

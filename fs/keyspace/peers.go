@@ -19,9 +19,33 @@ import (
 // JoinCluster makes the views a node of the cache the mounts of other
 // machines share: shard indexes, chunk bytes and transcoded chunks of the
 // remote store are then loaded once for the whole cluster, by their
-// owner. Call it before serving.
-func (f *FS) JoinCluster(o cluster.Options) error {
-	return f.engine.JoinCluster(o, engine.PeerKind{Kind: transcodedKind, Load: f.loadTranscoded})
+// owner, as far as verify lets peers serve them. It logs the arrays whose
+// chunks a peer could serve wrong (no crc32c to check them against), or,
+// with engine.PeersForCRC32C, that they are read from the store. Call it
+// before serving.
+func (f *FS) JoinCluster(o cluster.Options, verify engine.PeerVerify) error {
+	if err := f.engine.JoinCluster(o, verify, engine.PeerKind{Kind: transcodedKind, Load: f.loadTranscoded}); err != nil {
+		return err
+	}
+	var unverifiable []string
+	for _, n := range f.h.Arrays() {
+		if n.Array != nil && !engine.ChunksVerifiable(n.Array) {
+			unverifiable = append(unverifiable, "/"+n.Path)
+		}
+	}
+	const listed = 20
+	more := len(unverifiable) - listed
+	unverifiable = unverifiable[:min(len(unverifiable), listed)]
+	switch {
+	case len(unverifiable) == 0:
+	case verify == engine.PeersForAll:
+		f.opts.Logger.Warn("peers can serve wrong bytes for the chunks of these arrays: they carry no crc32c to check them against (--peer-verify=crc32c-only reads them from the store)",
+			"arrays", unverifiable, "more", max(more, 0))
+	default:
+		f.opts.Logger.Info("the chunks of these arrays carry no crc32c: read from the store, not from peers",
+			"arrays", unverifiable, "more", max(more, 0))
+	}
+	return nil
 }
 
 // SetPeers replaces the peers of the cluster the views joined.

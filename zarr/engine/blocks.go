@@ -26,7 +26,7 @@ func (a *Array) fetchRange(ctx context.Context, loc Location, span storedRange, 
 	}
 	var buf []byte
 	var err error
-	if stack := e.blocks.Load(); stack != nil {
+	if stack := a.blockStack(); stack != nil {
 		o := blocks.Object{Store: e.id, Key: loc.Key, Gen: loc.Gen, Size: loc.Size}
 		buf, err = blocks.Read(ctx, stack, o, span.off, span.n, a.blockChecks(o, span, run))
 	} else if chunks, bufs := scatter(span, run); chunks != nil {
@@ -86,16 +86,30 @@ func stale(err error) error {
 // a cluster, which share blocks, there is none: a read fetches just the
 // span its readers need.
 func (e *Engine) stackBlocks() {
-	var src blocks.Source = e.origin
-	if e.cluster != nil {
-		src = &blocks.Peers{Cluster: e.cluster, Next: src}
+	stack := func(peers bool) *blocks.Memory {
+		var src blocks.Source = e.origin
+		if peers {
+			src = &blocks.Peers{Cluster: e.cluster, Next: src}
+		}
+		if e.opts.DiskCache != nil {
+			src = &blocks.Disk{Cache: e.opts.DiskCache, Next: src}
+		}
+		if !peers && e.opts.DiskCache == nil {
+			return nil
+		}
+		return &blocks.Memory{Cache: e.cache, Next: src}
 	}
-	if e.opts.DiskCache != nil {
-		src = &blocks.Disk{Cache: e.opts.DiskCache, Next: src}
+	e.blocks.Store(stack(e.cluster != nil))
+	e.unshared.Store(stack(false))
+}
+
+// blockStack is the stack of block caches the array's chunk bytes are
+// read through; nil: none, read ranges from origin.
+func (a *Array) blockStack() *blocks.Memory {
+	if a.e.cluster != nil && !a.chunksFromPeers() {
+		return a.e.unshared.Load()
 	}
-	if e.cluster != nil || e.opts.DiskCache != nil {
-		e.blocks.Store(&blocks.Memory{Cache: e.cache, Next: src})
-	}
+	return a.e.blocks.Load()
 }
 
 // countedReads reads ranges of the engine's store, counting them.
@@ -117,7 +131,7 @@ func (c countedReads) ReadScatter(ctx context.Context, key string, gen store.Gen
 // crc32c when the array's chunks end with one, in a block alone for the
 // chunks that lie in it whole, and in span for all of them.
 func (a *Array) blockChecks(o blocks.Object, span storedRange, run []storedRange) blocks.Checks {
-	if len(a.chain) == 0 || !codec.IsTrailingCRC32C(a.chain[len(a.chain)-1]) {
+	if !endsWithCRC32C(a.chain) {
 		return blocks.Checks{}
 	}
 	check := func(b []byte, at int64) error {

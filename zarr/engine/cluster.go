@@ -14,7 +14,10 @@ import (
 	"github.com/zarrfs/zarrfs/cache"
 	"github.com/zarrfs/zarrfs/cache/blocks"
 	"github.com/zarrfs/zarrfs/cache/cluster"
+	"github.com/zarrfs/zarrfs/codec"
 	"github.com/zarrfs/zarrfs/codec/sharding"
+	"github.com/zarrfs/zarrfs/zarr"
+	"github.com/zarrfs/zarrfs/zarr/meta"
 	"github.com/zarrfs/zarrfs/zarr/store"
 )
 
@@ -41,15 +44,57 @@ type PeerKind struct {
 	Load func(ctx context.Context, k cache.Key) ([]byte, error)
 }
 
+// PeerVerify says which values a node asks its peers for.
+type PeerVerify int
+
+const (
+	// PeersForAll asks peers for every value, each checked as far as its
+	// format allows: the chunk bytes of an array whose chunks carry no
+	// crc32c are taken as a peer sends them.
+	PeersForAll PeerVerify = iota
+	// PeersForCRC32C asks peers only for values whose bytes a crc32c
+	// protects: the chunk bytes of arrays whose (inner) chunks end with
+	// one, the indexes of shards whose index codecs end with one. The
+	// others are read from the store, and so is a shard a peer says is
+	// missing (an index answer proves nothing of that).
+	PeersForCRC32C
+)
+
+// ChunksVerifiable reports whether the stored (inner) chunks of a end
+// with a crc32c, against which bytes from a peer are checked.
+func ChunksVerifiable(a *zarr.Array) bool {
+	if sh := a.Sharding(); sh != nil {
+		return endsWithCRC32C(sh.Config().Codecs)
+	}
+	return endsWithCRC32C(a.Codecs)
+}
+
+func endsWithCRC32C(chain []meta.Codec) bool {
+	return len(chain) > 0 && codec.IsTrailingCRC32C(chain[len(chain)-1])
+}
+
+// chunksFromPeers reports whether the array's chunk bytes are read
+// through the cluster.
+func (a *Array) chunksFromPeers() bool {
+	return a.e.cluster != nil && (a.e.peerVerify == PeersForAll || endsWithCRC32C(a.chain))
+}
+
+// indexFromPeers reports whether the array's shard indexes are read
+// through the cluster.
+func (a *Array) indexFromPeers() bool {
+	return a.e.cluster != nil && a.shard != nil && (a.e.peerVerify == PeersForAll || endsWithCRC32C(a.shard.Config().IndexCodecs))
+}
+
 // JoinCluster makes the engine a node of the cache the mounts of other
 // machines share (o's Accept and Load are the engine's): shard indexes,
 // chunk bytes and the values of kinds are then loaded once for the whole
-// cluster, by their owner. Call it before reading.
-func (e *Engine) JoinCluster(o cluster.Options, kinds ...PeerKind) error {
+// cluster, by their owner, as far as verify lets peers serve them. Call
+// it before reading.
+func (e *Engine) JoinCluster(o cluster.Options, verify PeerVerify, kinds ...PeerKind) error {
 	if e.files != nil {
 		return fmt.Errorf("a cluster shares the cache of remote stores (s3://, gs://, http(s)://); %s is local", e.store)
 	}
-	e.kinds = kinds
+	e.kinds, e.peerVerify = kinds, verify
 	o.Accept, o.Load, o.Logger = e.acceptsPeerKey, e.loadPeerKey, e.opts.Logger
 	c, err := cluster.Start(o)
 	if err != nil {

@@ -97,13 +97,18 @@ type Engine struct {
 	inflight *inflight // the bytes of those spans
 	// cluster shares what is read from a remote store with the mounts of
 	// other machines (JoinCluster); nil: none.
-	cluster *cluster.Cluster
-	kinds   []PeerKind // of the cluster's values, besides the engine's
+	cluster    *cluster.Cluster
+	kinds      []PeerKind // of the cluster's values, besides the engine's
+	peerVerify PeerVerify
 	// blocks reads stored bytes through the block caches (stackBlocks),
 	// ending at origin; nil: none share blocks, read ranges from origin.
 	// Atomic: JoinCluster restacks them while peers may ask already.
 	blocks atomic.Pointer[blocks.Memory]
-	origin blocks.Origin
+	// unshared is blocks without the cluster, for the arrays whose
+	// chunks peers do not serve (chunksFromPeers); nil without a disk
+	// cache.
+	unshared atomic.Pointer[blocks.Memory]
+	origin   blocks.Origin
 	// ahead fetches chunks ahead of readers (ahead.go).
 	ahead         fetchAhead
 	rewriteCounts sync.Map // store key of a rewritten object -> *atomic.Uint64, see rewrites

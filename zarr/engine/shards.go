@@ -253,14 +253,19 @@ func (a *Array) loadObject(ctx context.Context, key string, prev *objectState) *
 	var ix *sharding.Index
 	var info store.Info
 	var err error
-	if a.e.cluster != nil && a.e.files == nil && a.e.rewrites(key) == 0 {
+	fromPeers := a.indexFromPeers() && a.e.files == nil && a.e.rewrites(key) == 0
+	if fromPeers {
 		// One load per revalidation interval for the whole cluster; a
 		// shard this process rewrote is read from the store itself.
 		ix, info, err = a.clusterShardIndex(ctx, key)
 		if err == nil && prev != nil && prev.exists && prev.err == nil && info.Generation == prev.info.Generation {
 			return unchanged()
 		}
-	} else {
+		// A peer saying a shard is missing proves nothing: one that
+		// verifies only what a crc32c protects asks the store.
+		fromPeers = !errors.Is(err, store.ErrNotFound) || a.e.peerVerify == PeersForAll
+	}
+	if !fromPeers {
 		var cond store.Cond
 		if prev != nil && prev.exists {
 			cond.IfNoneMatch = prev.info.Generation

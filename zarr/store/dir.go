@@ -15,6 +15,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // tempMarker is part of the names of files Put writes before renaming them
@@ -69,6 +71,8 @@ func mapErr(key string, err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, ErrInvalidKey), errors.Is(err, ErrReadOnly):
+		return err // names the key already
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EISDIR):
 		return fmt.Errorf("%w: %s", ErrNotFound, key)
 	case strings.Contains(err.Error(), "escapes from parent"):
@@ -171,32 +175,39 @@ func (d *Dir) Put(ctx context.Context, key string, parts [][]byte, cond Cond) (I
 		info, err = d.Stat(ctx, key)
 		return info, err
 	}
-	dir, err := d.makeParent(key)
+	info, err := d.put(key, parts)
+	if errors.Is(err, fs.ErrNotExist) { // a Prune removed the directory just made
+		info, err = d.put(key, parts)
+	}
+	return info, mapErr(key, err)
+}
+
+// put writes parts into a fresh temporary file in key's directory and
+// renames it onto key's name there: the name is replaced, never a file
+// it links to.
+func (d *Dir) put(key string, parts [][]byte) (Info, error) {
+	dir, name, err := d.parent(key, true)
 	if err != nil {
 		return Info{}, err
 	}
-	tmp := tempName(key)
-	f, err := d.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if errors.Is(err, fs.ErrNotExist) { // a Prune removed the directory just made
-		if _, err = d.makeParent(key); err == nil {
-			f, err = d.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-		}
-	}
+	defer dir.Close()
+	tmp := tempName(name)
+	f, err := openAt(dir, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL)
 	if err != nil {
-		return Info{}, mapErr(key, err)
+		return Info{}, err
 	}
 	info, err := writeSynced(f, parts)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = d.root.Rename(tmp, key)
+		err = unix.Renameat(fd(dir), tmp, fd(dir), name)
 	}
 	if err != nil {
-		d.root.Remove(tmp)
-		return Info{}, mapErr(key, err)
+		unix.Unlinkat(fd(dir), tmp, 0)
+		return Info{}, err
 	}
-	return info, mapErr(key, d.syncDir(dir))
+	return info, dir.Sync()
 }
 
 // writeSynced writes parts into the empty file f, syncs it and describes it.
@@ -222,36 +233,72 @@ func checkCurrent(key string, cur Object, cond Cond) error {
 	return cond.Check(key, true, cur.Info())
 }
 
-// makeParent checks that key may be written and creates the directory it
-// goes in, which it returns.
-func (d *Dir) makeParent(key string) (string, error) {
+// parent checks that key may be written and opens the directory it goes
+// in, making the missing ones when create is set, and returns it with
+// key's last element. Each element is opened on its own without following
+// a symbolic link (O_NOFOLLOW), relative to the one before, so a write
+// never goes through a link, inside the store or out of it, even one
+// planted while it runs: a key with a link on the way is refused naming
+// it. Writes then name the file relative to the directory (openat,
+// renameat, unlinkat).
+func (d *Dir) parent(key string, create bool) (*os.File, string, error) {
 	if err := d.writable(key); err != nil {
-		return "", err
+		return nil, "", err
 	}
-	dir := path.Dir(key)
-	if dir != "." {
-		if err := d.root.MkdirAll(dir, 0o755); err != nil {
-			return "", mapErr(key, err)
+	dir, err := d.root.Open(".")
+	if err != nil {
+		return nil, "", err
+	}
+	elems := strings.Split(key, "/")
+	for i, elem := range elems[:len(elems)-1] {
+		if create {
+			if err := unix.Mkdirat(fd(dir), elem, 0o755); err != nil && err != unix.EEXIST {
+				dir.Close()
+				return nil, "", &os.PathError{Op: "mkdir", Path: key, Err: err}
+			}
 		}
+		next, err := openAt(dir, elem, unix.O_RDONLY|unix.O_DIRECTORY)
+		if err != nil && isSymlink(dir, elem) {
+			err = fmt.Errorf("%w %q: %s is a symbolic link, and zarrfs does not write through links", ErrInvalidKey, key, strings.Join(elems[:i+1], "/"))
+		}
+		dir.Close()
+		if err != nil {
+			return nil, "", err
+		}
+		dir = next
 	}
-	return dir, nil
+	return dir, elems[len(elems)-1], nil
 }
 
-// tempName returns a fresh hidden name in key's directory.
-func tempName(key string) string {
+// openAt opens name in the directory dir with flags, never following a
+// symbolic link at name (ELOOP).
+func openAt(dir *os.File, name string, flags int) (*os.File, error) {
+	for {
+		n, err := unix.Openat(fd(dir), name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "open", Path: name, Err: err}
+		}
+		return os.NewFile(uintptr(n), name), nil
+	}
+}
+
+// isSymlink reports whether name in dir is a symbolic link.
+func isSymlink(dir *os.File, name string) bool {
+	var st unix.Stat_t
+	return unix.Fstatat(fd(dir), name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
+}
+
+// fd is the descriptor of an open directory.
+func fd(dir *os.File) int { return int(dir.Fd()) }
+
+// tempName returns a fresh hidden name for a file that becomes name.
+func tempName(name string) string {
 	var r [8]byte
 	rand.Read(r[:])
-	dir, name := path.Split(key)
-	return dir + "." + name + tempMarker + hex.EncodeToString(r[:])
-}
-
-func (d *Dir) syncDir(dir string) error {
-	f, err := d.root.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
+	return "." + name + tempMarker + hex.EncodeToString(r[:])
 }
 
 // SyncDir syncs the directory at dir, so that entries created or renamed
@@ -286,20 +333,23 @@ func (d *Dir) Delete(ctx context.Context, key string, cond Cond) error {
 			return Change{Delete: true}, nil
 		})
 	}
-	fi, err := d.root.Lstat(key)
+	dir, name, err := d.parent(key, false)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 		return nil
 	}
 	if err != nil {
 		return mapErr(key, err)
 	}
-	if fi.IsDir() {
+	defer dir.Close()
+	switch err := unix.Unlinkat(fd(dir), name, 0); {
+	case err == unix.EISDIR:
 		return fmt.Errorf("%s: is a directory, not a value", key)
-	}
-	if err := d.root.Remove(key); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	case err == unix.ENOENT:
+		return nil
+	case err != nil:
 		return mapErr(key, err)
 	}
-	return mapErr(key, d.syncDir(path.Dir(key)))
+	return mapErr(key, dir.Sync())
 }
 
 // List yields every key below prefix, directory by directory.
@@ -471,19 +521,16 @@ func (d *Dir) Prune(key, stop string) error {
 	if stop != "" && !strings.HasPrefix(key, stop+"/") {
 		return fmt.Errorf("%w %q: not below %q", ErrInvalidKey, key, stop)
 	}
-	linked, err := d.Linked(key)
-	if errors.Is(err, ErrNotFound) {
-		return nil // pruned with another key
-	}
-	if err != nil || linked {
-		return err
-	}
 	for dir := path.Dir(key); dir != "." && dir != stop; dir = path.Dir(dir) {
-		fi, err := d.root.Lstat(dir)
-		if err != nil || !fi.IsDir() {
-			return nil
+		// Reached without following a link (a link on the way, or at
+		// dir, ends the pruning: what it leads to is not key's).
+		parent, name, err := d.parent(dir, false)
+		if err != nil {
+			return nil // pruned with another key, or behind a link
 		}
-		if d.root.Remove(dir) != nil {
+		err = unix.Unlinkat(fd(parent), name, unix.AT_REMOVEDIR)
+		parent.Close()
+		if err != nil {
 			return nil // not empty: nor is any directory above it
 		}
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -19,41 +20,69 @@ import (
 const lockSuffix = ".__lock"
 
 // Update read-modify-writes key under its lock file: fn runs once, and
-// patches are written in place.
+// patches are written in place where that changes nothing but the value.
 func (d *Dir) Update(ctx context.Context, key string, fn func(cur Object) (Change, error)) error {
-	dir, err := d.makeParent(key)
-	if err != nil {
-		return err
+	err := d.update(ctx, key, fn)
+	if errors.Is(err, errPruned) {
+		err = d.update(ctx, key, fn)
 	}
-	lock, err := d.lock(ctx, key+lockSuffix)
-	if err != nil {
-		return mapErr(key, err)
-	}
-	defer lock.Close() // releases the OFD lock
-	change, err := d.withCurrent(key, fn)
-	if err != nil {
-		d.root.Remove(key + lockSuffix)
-		return err
-	}
-	if err := d.apply(key, lock, change); err != nil {
-		d.root.Remove(key + lockSuffix)
-		return mapErr(key, err)
-	}
-	return mapErr(key, d.syncDir(dir))
+	return mapErr(key, err)
 }
 
-// lock opens and locks the lock file at name, retrying while other
-// updaters rename it away under us.
-func (d *Dir) lock(ctx context.Context, name string) (*os.File, error) {
+// errPruned: a Prune removed the directory Update made before it could
+// take its lock; fn has not run.
+var errPruned = errors.New("directory removed")
+
+func (d *Dir) update(ctx context.Context, key string, fn func(cur Object) (Change, error)) error {
+	dir, name, err := d.parent(key, true)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	lockName := name + lockSuffix
+	lock, err := lockAt(ctx, dir, lockName)
+	if errors.Is(err, fs.ErrNotExist) {
+		return errPruned
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", key+lockSuffix, err)
+	}
+	defer lock.Close() // releases the OFD lock
+	cur, err := d.current(dir, key, name)
+	if err != nil {
+		unix.Unlinkat(fd(dir), lockName, 0)
+		return err
+	}
+	var change Change
+	if cur == nil {
+		change, err = fn(nil)
+	} else {
+		defer cur.Close()
+		change, err = fn(cur)
+	}
+	if err == nil {
+		err = apply(dir, name, lock, cur, change)
+	}
+	if err != nil {
+		unix.Unlinkat(fd(dir), lockName, 0)
+		return err
+	}
+	return dir.Sync()
+}
+
+// lockAt opens and locks the lock file name in dir, retrying while other
+// updaters rename it away under us. A lock file that is not a plain file
+// of its own (a symbolic link, another kind of file, or a file with other
+// links: a hard link planted to a value elsewhere, which writing the new
+// value into the lock file would change) is refused.
+func lockAt(ctx context.Context, dir *os.File, name string) (*os.File, error) {
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		f, err := d.root.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
-		if errors.Is(err, fs.ErrNotExist) { // a Prune removed the directory just made
-			if _, err = d.makeParent(name); err == nil {
-				f, err = d.root.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
-			}
+		f, err := openAt(dir, name, unix.O_RDWR|unix.O_CREAT)
+		if errors.Is(err, unix.ELOOP) {
+			return nil, errors.New("the lock file is a symbolic link")
 		}
 		if err != nil {
 			return nil, err
@@ -62,31 +91,70 @@ func (d *Dir) lock(ctx context.Context, name string) (*os.File, error) {
 			f.Close()
 			return nil, err
 		}
-		held, err1 := f.Stat()
-		current, err2 := d.root.Lstat(name)
-		if err1 == nil && err2 == nil && os.SameFile(held, current) {
+		var held, current unix.Stat_t
+		err1 := unix.Fstat(int(f.Fd()), &held)
+		err2 := unix.Fstatat(fd(dir), name, &current, unix.AT_SYMLINK_NOFOLLOW)
+		if err1 == nil && err2 == nil && held.Dev == current.Dev && held.Ino == current.Ino {
+			if err := plainFile(&held); err != nil {
+				f.Close()
+				return nil, fmt.Errorf("the lock file %w", err)
+			}
 			return f, nil
 		}
 		f.Close() // the previous holder published it as the value: retry
 	}
 }
 
-// withCurrent calls fn with the current value of key.
-func (d *Dir) withCurrent(key string, fn func(Object) (Change, error)) (Change, error) {
-	cur, err := d.open(key)
-	if errors.Is(err, ErrNotFound) {
-		return fn(nil)
+// plainFile refuses a file that is not a regular file with one link: what
+// is written into it would change another name's value too.
+func plainFile(st *unix.Stat_t) error {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return fmt.Errorf("is not a regular file (mode %o)", st.Mode)
 	}
-	if err != nil {
-		return Change{}, err
+	if st.Nlink != 1 {
+		return fmt.Errorf("has %d links", st.Nlink)
 	}
-	defer cur.Close()
-	return fn(cur)
+	return nil
 }
 
-// apply carries out a change while the lock is held.
-func (d *Dir) apply(key string, lock *os.File, c Change) error {
-	lockName := key + lockSuffix
+// current opens the value of key, the file name in dir, as a reader of
+// the store would: a symbolic link at name is followed within the store.
+// It returns nil when there is none.
+func (d *Dir) current(dir *os.File, key, name string) (*dirFile, error) {
+	f, err := openAt(dir, name, unix.O_RDONLY)
+	if errors.Is(err, unix.ELOOP) {
+		cur, err := d.open(key)
+		if errors.Is(err, ErrNotFound) {
+			return nil, nil
+		}
+		return cur, err
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil && fi.IsDir() {
+		err = fmt.Errorf("%w: %s is a directory", ErrNotFound, key)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &dirFile{File: f, info: fileInfo(fi)}, nil
+}
+
+// apply carries out a change of the file name in dir, whose value was cur,
+// while the lock file is held: a new value is written into the lock file,
+// which is renamed onto name. Patches are written in place only into the
+// very file cur read when it is a plain file of its own; the value behind
+// a symbolic link, or with other hard links (another key's, a snapshot's
+// outside the store), is copied into the lock file with the patches
+// applied and renamed onto name instead, so that only key changes.
+func apply(dir *os.File, name string, lock *os.File, cur *dirFile, c Change) error {
+	lockName := name + lockSuffix
 	switch {
 	case c.Value != nil:
 		if err := lock.Truncate(0); err != nil {
@@ -95,23 +163,23 @@ func (d *Dir) apply(key string, lock *os.File, c Change) error {
 		if _, err := writeSynced(lock, c.Value); err != nil {
 			return err
 		}
-		return d.root.Rename(lockName, key)
+		return unix.Renameat(fd(dir), lockName, fd(dir), name)
 	case c.Delete:
-		if err := d.root.Remove(key); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
+		if err := unix.Unlinkat(fd(dir), name, 0); err != nil && err != unix.ENOENT {
+			return &os.PathError{Op: "unlink", Path: name, Err: err}
 		}
 	case len(c.Patches) > 0:
-		f, err := d.root.OpenFile(key, os.O_WRONLY, 0)
+		if cur == nil {
+			return fmt.Errorf("%w: no value to patch", ErrNotFound)
+		}
+		f, err := patchable(dir, name, cur)
 		if err != nil {
 			return err
 		}
-		for _, p := range c.Patches {
-			if _, err := f.WriteAt(p.Data, p.Offset); err != nil {
-				f.Close()
-				return err
-			}
+		if f == nil {
+			return copyPatched(dir, name, lock, cur, c.Patches)
 		}
-		err = unix.Fdatasync(int(f.Fd()))
+		err = patch(f, c.Patches)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
@@ -119,7 +187,58 @@ func (d *Dir) apply(key string, lock *os.File, c Change) error {
 			return err
 		}
 	}
-	return d.root.Remove(lockName)
+	return unix.Unlinkat(fd(dir), lockName, 0)
+}
+
+// patchable opens the file name in dir for patches in place when it is
+// the file cur read, a regular file with no other link; nil otherwise.
+func patchable(dir *os.File, name string, cur *dirFile) (*os.File, error) {
+	f, err := openAt(dir, name, unix.O_WRONLY)
+	if errors.Is(err, unix.ELOOP) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var st, read unix.Stat_t
+	err1 := unix.Fstat(int(f.Fd()), &st)
+	err2 := unix.Fstat(int(cur.Fd()), &read)
+	if err1 != nil || err2 != nil || st.Dev != read.Dev || st.Ino != read.Ino || plainFile(&st) != nil {
+		f.Close()
+		return nil, errors.Join(err1, err2)
+	}
+	return f, nil
+}
+
+// patch writes patches into f and syncs it.
+func patch(f *os.File, patches []Patch) error {
+	for _, p := range patches {
+		if _, err := f.WriteAt(p.Data, p.Offset); err != nil {
+			return err
+		}
+	}
+	return unix.Fdatasync(int(f.Fd()))
+}
+
+// copyPatched writes cur's value with the patches applied into the lock
+// file and renames it onto name.
+func copyPatched(dir *os.File, name string, lock *os.File, cur *dirFile, patches []Patch) error {
+	size := cur.info.Size
+	for _, p := range patches {
+		if p.Offset < 0 || p.Offset+int64(len(p.Data)) > size {
+			return fmt.Errorf("patch of %d bytes at %d lies outside the value's %d bytes", len(p.Data), p.Offset, size)
+		}
+	}
+	if err := lock.Truncate(0); err != nil {
+		return err
+	}
+	if _, err := io.Copy(lock, io.NewSectionReader(cur, 0, size)); err != nil {
+		return err
+	}
+	if err := patch(lock, patches); err != nil {
+		return err
+	}
+	return unix.Renameat(fd(dir), name+lockSuffix, fd(dir), name)
 }
 
 // ofdLock takes an exclusive open-file-description lock on the whole file.

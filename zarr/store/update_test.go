@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -242,5 +243,105 @@ func TestWriteParts(t *testing.T) {
 	got, err := os.ReadFile(f.Name())
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("file holds %d bytes (%v), want the %d bytes of the parts after the head", len(got), err, len(want))
+	}
+}
+
+// TestUpdateNeverWritesThroughLinks: an update of a key whose file has
+// another hard link (a snapshot made with cp -al outside the store) or
+// is a symbolic link to another key changes that key alone, patches
+// included; a key with a symbolic link on the way, or whose lock file is
+// a link planted to another file, is refused naming it, and nothing
+// changes; no write creates a file through a dangling link.
+func TestUpdateNeverWritesThroughLinks(t *testing.T) {
+	ctx := context.Background()
+	s, dir := openDir(t, false)
+	snapshot := t.TempDir()
+	path := func(key string) string { return filepath.Join(dir, filepath.FromSlash(key)) }
+	read := func(p string) string {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	patch := func(cur store.Object) (store.Change, error) {
+		return store.Change{Patches: []store.Patch{{Offset: 2, Data: []byte("XY")}}}, nil
+	}
+	replace := func(cur store.Object) (store.Change, error) {
+		return store.Change{Value: [][]byte{[]byte("new")}}, nil
+	}
+	for _, key := range []string{"a/c/0", "b/c/0", "b/c/1", "d/c/0"} {
+		if err := store.Write(ctx, s, key, []byte("0123456789")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// a/c/0 hard-linked outside the store.
+	if err := os.Link(path("a/c/0"), filepath.Join(snapshot, "0")); err != nil {
+		t.Fatal(err)
+	}
+	// d/c/0 a symbolic link to b/c/0.
+	os.Remove(path("d/c/0"))
+	if err := os.Symlink("../../b/c/0", path("d/c/0")); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"a/c/0", "d/c/0"} {
+		if err := s.Update(ctx, key, patch); err != nil {
+			t.Fatalf("patch %s: %v", key, err)
+		}
+		if got := read(path(key)); got != "01XY456789" {
+			t.Errorf("%s after a patch: %q", key, got)
+		}
+		if fi, err := os.Lstat(path(key)); err != nil || !fi.Mode().IsRegular() {
+			t.Errorf("%s after a patch: %v, %v; want a file of its own", key, fi.Mode(), err)
+		}
+	}
+	if got := read(filepath.Join(snapshot, "0")); got != "0123456789" {
+		t.Errorf("the snapshot's hard link changed: %q", got)
+	}
+	if got := read(path("b/c/0")); got != "0123456789" {
+		t.Errorf("the key the symbolic link led to changed: %q", got)
+	}
+
+	// A directory on the way that is a symbolic link to another array's.
+	if err := os.Symlink("../b/c", path("e")); err != nil {
+		t.Fatal(err)
+	}
+	for what, write := range map[string]func() error{
+		"Put":           func() error { return store.Write(ctx, s, "e/1", []byte("new")) },
+		"Put a new key": func() error { return store.Write(ctx, s, "e/2", []byte("new")) },
+		"patch":         func() error { return s.Update(ctx, "e/1", patch) },
+		"Update":        func() error { return s.Update(ctx, "e/1", replace) },
+		"Delete":        func() error { return s.Delete(ctx, "e/1", store.Cond{}) },
+	} {
+		if err := write(); !errors.Is(err, store.ErrInvalidKey) || !strings.Contains(err.Error(), "symbolic link") {
+			t.Errorf("%s through a linked directory: %v, want ErrInvalidKey naming the link", what, err)
+		}
+	}
+	if got := read(path("b/c/1")); got != "0123456789" {
+		t.Errorf("writes through a linked directory changed its file: %q", got)
+	}
+	if _, err := os.Lstat(path("b/c/2")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a write through a linked directory created a file: %v", err)
+	}
+
+	// Lock files planted as links: to b/c/1 (symbolic, and hard), and
+	// dangling to a file the update would create.
+	os.Symlink("1", path("b/c/0.__lock"))
+	if err := os.Link(path("b/c/1"), path("a/c/0.__lock")); err != nil {
+		t.Fatal(err)
+	}
+	os.Symlink("9", path("b/c/5.__lock"))
+	for key, want := range map[string]string{"b/c/0": "symbolic link", "a/c/0": "2 links", "b/c/5": "symbolic link"} {
+		for _, fn := range []func(store.Object) (store.Change, error){patch, replace} {
+			if err := s.Update(ctx, key, fn); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), key+".__lock") {
+				t.Errorf("update of %s with a planted lock file: %v, want an error naming it saying %q", key, err, want)
+			}
+		}
+	}
+	if got := read(path("b/c/1")); got != "0123456789" {
+		t.Errorf("a planted lock file's target changed: %q", got)
+	}
+	if _, err := os.Lstat(path("b/c/9")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("an update created a file through a dangling lock link: %v", err)
 	}
 }

@@ -14,8 +14,8 @@ var Kind = registry.Kind[struct{}]{
 	Name:   "zip",
 	Claims: registry.LocalFile,
 	Parse: func(_ string, u *url.URL, _ struct{}) (registry.Location, error) {
-		return registry.Location{Open: func(context.Context, registry.Options) (store.Store, error) {
-			return Open(u.Path)
+		return registry.Location{Open: func(ctx context.Context, _ registry.Options) (store.Store, error) {
+			return Open(ctx, u.Path)
 		}}, nil
 	},
 }

@@ -1,20 +1,18 @@
 // Package zipstore is a read-only store packed in a zip file: zarr-python's
-// ZipStore, or OME-Zarr's single-file .ozx. Go's archive/zip reads the
-// central directory once. A member stored uncompressed (STORED, what
-// zarr-python and OME-Zarr write) is a byte range of the zip file and is
-// read by range like any file; a compressed one is inflated whole when it
-// is opened (store.Open, which the mount keeps open per shard) or read.
+// ZipStore, or OME-Zarr's single-file .ozx. The central directory is read
+// once into a compact index sorted by key (directory.go). A member stored
+// uncompressed (STORED, what zarr-python and OME-Zarr write) is a byte
+// range of the zip file and is read by range like any file; a deflated
+// one is inflated as far as each read needs, never held whole
+// (inflate.go).
 package zipstore
 
 import (
-	"archive/zip"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"iter"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -24,13 +22,12 @@ import (
 
 // Store is the tree of values in a zip file.
 type Store struct {
-	file    io.ReaderAt
-	closer  io.Closer
-	path    string
-	gen     string // the zip file's generation: every value's changes with it
-	members map[string]*member
-	// children lists the names directly below each prefix ("" is the root).
-	children map[string][]store.Entry
+	file   io.ReaderAt
+	closer io.Closer
+	path   string
+	size   int64
+	gen    string   // the zip file's generation: every value's changes with it
+	sorted []member // by key
 }
 
 var (
@@ -39,18 +36,9 @@ var (
 	_ store.Opener = (*Store)(nil)
 )
 
-// member is one value: a file of the zip.
-type member struct {
-	zf     *zip.File
-	offset int64 // of its (compressed) data in the zip file
-	info   store.Info
-	// broken says why the member cannot be read (its data runs past the
-	// end of the zip file); nil when it can.
-	broken error
-}
-
-// Open reads the central directory of the zip file at name.
-func Open(name string) (*Store, error) {
+// Open reads the central directory of the zip file at name, stopping when
+// ctx is done.
+func Open(ctx context.Context, name string) (*Store, error) {
 	f, err := os.Open(name)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
@@ -63,7 +51,7 @@ func Open(name string) (*Store, error) {
 	if abs, err := filepath.Abs(name); err == nil {
 		name = abs
 	}
-	s, err := New(f, fi.Size(), name, fmt.Sprintf("%x:%x", fi.ModTime().UnixNano(), fi.Size()))
+	s, err := New(ctx, f, fi.Size(), name, fmt.Sprintf("%x:%x", fi.ModTime().UnixNano(), fi.Size()))
 	if err != nil {
 		if notZip(f) {
 			err = notZipError(name)
@@ -96,57 +84,15 @@ func notZipError(name string) error {
 
 // New reads the central directory of the zip of size bytes in r, named
 // name; gen is the zip's generation (it changes when the zip does).
-func New(r io.ReaderAt, size int64, name, gen string) (*Store, error) {
-	zr, err := zip.NewReader(r, size)
-	if err != nil {
-		return nil, fmt.Errorf("open store %s: the zip file's central directory: %w", name, err)
-	}
-	s := &Store{file: r, path: name, members: map[string]*member{}, children: map[string][]store.Entry{}, gen: gen}
-	for _, zf := range zr.File {
-		if strings.HasSuffix(zf.Name, "/") || store.ValidateKey(zf.Name) != nil {
-			continue // directories, and names that are no key (absolute, "..")
+func New(ctx context.Context, r io.ReaderAt, size int64, name, gen string) (*Store, error) {
+	d, err := readDirectoryEnd(r, size)
+	if err == nil {
+		var members []member
+		if members, err = readDirectory(ctx, r, d); err == nil {
+			return &Store{file: r, path: name, size: size, gen: gen, sorted: members}, nil
 		}
-		m := &member{zf: zf}
-		if m.offset, err = zf.DataOffset(); err != nil {
-			m.broken = fmt.Errorf("its local header cannot be read: %w", err)
-		} else if end := m.offset + int64(zf.CompressedSize64); end > size || end < m.offset {
-			m.broken = fmt.Errorf("its %d bytes at offset %d run past the end of the zip file (%d bytes): %w", zf.CompressedSize64, m.offset, size, io.ErrUnexpectedEOF)
-		} else if zf.Method == zip.Store && zf.CompressedSize64 != zf.UncompressedSize64 {
-			m.broken = fmt.Errorf("stored, but %d bytes in the zip for %d of content", zf.CompressedSize64, zf.UncompressedSize64)
-		}
-		if zf.Method != zip.Store && zf.Method != zip.Deflate && m.broken == nil {
-			m.broken = fmt.Errorf("compression method %d: only stored and deflated members are read", zf.Method)
-		}
-		m.info = store.Info{Size: int64(zf.UncompressedSize64), ModTime: zf.Modified,
-			Generation: store.Generation(fmt.Sprintf("%s:%x", s.gen, m.offset))}
-		s.members[zf.Name] = m // a later member of the same name replaces an earlier one
 	}
-	for key := range s.members {
-		s.addParents(key)
-	}
-	for _, entries := range s.children {
-		slices.SortFunc(entries, func(a, b store.Entry) int { return strings.Compare(a.Name, b.Name) })
-	}
-	return s, nil
-}
-
-// addParents records key, and each directory above it, in its parent's
-// listing.
-func (s *Store) addParents(key string) {
-	dir := false
-	for {
-		parent, name := path.Split(key)
-		parent = strings.TrimSuffix(parent, "/")
-		entry := store.Entry{Name: name, Dir: dir}
-		if slices.Contains(s.children[parent], entry) {
-			return
-		}
-		s.children[parent] = append(s.children[parent], entry)
-		if parent == "" {
-			return
-		}
-		key, dir = parent, true
-	}
+	return nil, fmt.Errorf("open store %s: the zip file's central directory: %w", name, err)
 }
 
 func (s *Store) String() string { return s.path }
@@ -161,26 +107,89 @@ func (s *Store) Close() error {
 	return s.closer.Close()
 }
 
+// member returns the member at key.
 func (s *Store) member(key string) (*member, error) {
 	if err := store.ValidateKey(key); err != nil {
 		return nil, err
 	}
-	m, ok := s.members[key]
+	i, ok := slices.BinarySearchFunc(s.sorted, key, func(m member, k string) int { return strings.Compare(m.key, k) })
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", store.ErrNotFound, key)
 	}
-	if m.broken != nil {
-		return nil, fmt.Errorf("%s: zip member %s: %w", s.path, key, m.broken)
-	}
-	return m, nil
+	return &s.sorted[i], nil
 }
+
+// info describes a member.
+func (s *Store) info(m *member) store.Info {
+	return store.Info{Size: m.usize, ModTime: m.modTime(), Generation: store.Generation(fmt.Sprintf("%s:%x", s.gen, m.header))}
+}
+
+// data returns the offset of a member's data in the zip file, from its
+// local header, or why it cannot be read.
+func (s *Store) data(m *member) (int64, error) {
+	var err error
+	var off int64
+	switch {
+	case m.flags&flagEncrypted != 0:
+		err = fmt.Errorf("encrypted")
+	case m.method != methodStored && m.method != methodDeflated:
+		err = fmt.Errorf("compression method %d: only stored and deflated members are read", m.method)
+	case m.method == methodStored && m.csize != m.usize:
+		err = fmt.Errorf("stored, but %d bytes in the zip for %d of content", m.csize, m.usize)
+	default:
+		var h [localHeaderLen]byte
+		if _, rerr := s.file.ReadAt(h[:], m.header); rerr != nil || le32(h[:]) != localSignature {
+			err = fmt.Errorf("its local header at offset %d cannot be read", m.header)
+			break
+		}
+		off = m.header + localHeaderLen + int64(le16(h[26:])) + int64(le16(h[28:]))
+		if end := off + m.csize; end > s.size || end < off {
+			err = fmt.Errorf("its %d bytes at offset %d run past the end of the zip file (%d bytes): %w", m.csize, off, s.size, io.ErrUnexpectedEOF)
+		}
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%s: zip member %s: %w", s.path, m.key, err)
+	}
+	return off, nil
+}
+
+// reader returns the member's content for reads by range: a section of
+// the zip file, or the member inflated as far as each read needs.
+func (s *Store) reader(m *member) (content, error) {
+	off, err := s.data(m)
+	if err != nil {
+		return nil, err
+	}
+	section := io.NewSectionReader(s.file, off, m.csize)
+	if m.method == methodStored {
+		return stored{section}, nil
+	}
+	return newInflated(section, m.usize, m.crc), nil
+}
+
+// content is a member's bytes, read by range.
+type content interface {
+	io.ReaderAt
+	// readAt is ReadAt, stopping when ctx is done.
+	readAt(ctx context.Context, p []byte, off int64) (int, error)
+	io.Closer
+}
+
+// stored is a stored member: a section of the zip file.
+type stored struct{ *io.SectionReader }
+
+func (r stored) readAt(_ context.Context, p []byte, off int64) (int, error) { return r.ReadAt(p, off) }
+func (stored) Close() error                                                 { return nil }
 
 func (s *Store) Stat(_ context.Context, key string) (store.Info, error) {
 	m, err := s.member(key)
 	if err != nil {
 		return store.Info{}, err
 	}
-	return m.info, nil
+	if _, err := s.data(m); err != nil {
+		return store.Info{}, err
+	}
+	return s.info(m), nil
 }
 
 // Get reads span of the value: a range of the zip file for a stored
@@ -190,120 +199,122 @@ func (s *Store) Get(ctx context.Context, key string, span store.Span, cond store
 	if err != nil {
 		return nil, store.Info{}, err
 	}
-	if err := cond.Check(key, true, m.info); err != nil {
-		return nil, m.info, err
+	info := s.info(m)
+	if err := cond.Check(key, true, info); err != nil {
+		return nil, info, err
 	}
-	off, n, err := span.Resolve(m.info.Size)
+	off, n, err := span.Resolve(m.usize)
 	if err != nil {
-		return nil, m.info, fmt.Errorf("%s: %w", key, err)
+		return nil, info, fmt.Errorf("%s: %w", key, err)
 	}
-	o, err := s.open(m)
+	r, err := s.reader(m)
 	if err != nil {
-		return nil, m.info, fmt.Errorf("%s: %w", key, err)
+		return nil, info, err
 	}
+	defer r.Close()
 	b := make([]byte, n)
-	if _, err := o.ReadAt(b, off); err != nil && !(err == io.EOF && off+n == m.info.Size) {
-		return nil, m.info, fmt.Errorf("%s: %w", key, err)
+	if _, err := r.readAt(ctx, b, off); err != nil && !(err == io.EOF && off+n == m.usize) {
+		return nil, info, fmt.Errorf("%s: %w", key, err)
 	}
-	return b, m.info, nil
+	return b, info, nil
 }
 
 // ReadAt reads len(p) bytes at off of the value, which must be at gen.
-func (s *Store) ReadAt(_ context.Context, key string, gen store.Generation, p []byte, off int64) error {
+func (s *Store) ReadAt(ctx context.Context, key string, gen store.Generation, p []byte, off int64) error {
 	m, err := s.member(key)
 	if err != nil {
 		return err
 	}
-	if m.info.Generation != gen {
+	if s.info(m).Generation != gen {
 		return fmt.Errorf("%w: %s changed", store.ErrPrecondition, key)
 	}
-	o, err := s.open(m)
+	r, err := s.reader(m)
 	if err != nil {
-		return fmt.Errorf("%s: %w", key, err)
+		return err
 	}
-	if _, err := o.ReadAt(p, off); err != nil && !(err == io.EOF && off+int64(len(p)) == m.info.Size) {
+	defer r.Close()
+	if _, err := r.readAt(ctx, p, off); err != nil && !(err == io.EOF && off+int64(len(p)) == m.usize) {
 		return fmt.Errorf("%s: %w", key, err)
 	}
 	return nil
 }
 
 // Open opens the value for random reads: a section of the zip file, or
-// the member inflated (at most store.MaxValueSize bytes).
+// the member inflated as far as each read needs (from where the last read
+// ended, when it reads on).
 func (s *Store) Open(_ context.Context, key string) (store.Object, error) {
 	m, err := s.member(key)
 	if err != nil {
 		return nil, err
 	}
-	o, err := s.open(m)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", key, err)
-	}
-	return object{ReaderAt: o, info: m.info}, nil
-}
-
-func (s *Store) open(m *member) (io.ReaderAt, error) {
-	if m.zf.Method == zip.Store {
-		return io.NewSectionReader(s.file, m.offset, m.info.Size), nil
-	}
-	if err := store.All.CheckLength(m.info.Size); err != nil {
-		return nil, err
-	}
-	rc, err := m.zf.Open()
+	r, err := s.reader(m)
 	if err != nil {
 		return nil, err
 	}
-	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, m.info.Size+1))
-	if err != nil {
-		return nil, err // a checksum error of the zip included
-	}
-	if int64(len(b)) != m.info.Size {
-		return nil, fmt.Errorf("inflated %d bytes, the central directory says %d: %w", len(b), m.info.Size, io.ErrUnexpectedEOF)
-	}
-	return bytes.NewReader(b), nil
+	return object{ReaderAt: r, Closer: r, info: s.info(m)}, nil
 }
 
 // object is an opened value.
 type object struct {
 	io.ReaderAt
+	io.Closer
 	info store.Info
 }
 
 func (o object) Info() store.Info { return o.info }
-func (o object) Close() error     { return nil }
 
-// List yields every key below prefix.
-func (s *Store) List(_ context.Context, prefix string) iter.Seq2[string, error] {
+// List yields every key below prefix, sorted.
+func (s *Store) List(ctx context.Context, prefix string) iter.Seq2[string, error] {
 	return func(yield func(string, error) bool) {
 		if err := store.ValidatePrefix(prefix); err != nil {
 			yield("", err)
 			return
 		}
-		for _, key := range slices.Sorted(func(yield func(string) bool) {
-			for k := range s.members {
-				if strings.HasPrefix(k, prefix) && !yield(k) {
-					return
-				}
+		for i := s.first(prefix); i < len(s.sorted) && strings.HasPrefix(s.sorted[i].key, prefix); i++ {
+			if i%4096 == 0 && ctx.Err() != nil {
+				yield("", ctx.Err())
+				return
 			}
-		}) {
-			if !yield(key, nil) {
+			if !yield(s.sorted[i].key, nil) {
 				return
 			}
 		}
 	}
 }
 
-// ListDir yields the children of prefix, sorted.
-func (s *Store) ListDir(_ context.Context, prefix string) iter.Seq2[store.Entry, error] {
+// ListDir yields the children of prefix in the order of their keys (a
+// directory where its first key is), each once: a run of keys below a
+// child directory is skipped with one search.
+func (s *Store) ListDir(ctx context.Context, prefix string) iter.Seq2[store.Entry, error] {
 	return func(yield func(store.Entry, error) bool) {
 		if err := store.ValidatePrefix(prefix); err != nil {
 			yield(store.Entry{}, err)
 			return
 		}
-		for _, e := range s.children[strings.TrimSuffix(prefix, "/")] {
-			if !yield(e, nil) {
+		if prefix = strings.TrimSuffix(prefix, "/"); prefix != "" {
+			prefix += "/"
+		}
+		for i := s.first(prefix); i < len(s.sorted) && strings.HasPrefix(s.sorted[i].key, prefix); {
+			if err := ctx.Err(); err != nil {
+				yield(store.Entry{}, err)
 				return
+			}
+			rest := s.sorted[i].key[len(prefix):]
+			name, _, dir := strings.Cut(rest, "/")
+			if !yield(store.Entry{Name: name, Dir: dir}, nil) {
+				return
+			}
+			i++
+			if dir {
+				// '0' follows '/': the first key past the directory's.
+				i = s.first(prefix + name + "0")
 			}
 		}
 	}
+}
+
+// first is the index of the first key at or after k.
+func (s *Store) first(k string) int {
+	i, _ := slices.BinarySearchFunc(s.sorted, k, func(m member, k string) int { return strings.Compare(m.key, k) })
+	return i
 }

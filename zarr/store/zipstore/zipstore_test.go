@@ -3,12 +3,18 @@ package zipstore_test
 import (
 	"archive/zip"
 	"bytes"
+	"compress/flate"
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/zarrfs/zarrfs/zarr/store"
@@ -52,7 +58,7 @@ var order = []string{"zarr.json", "a/", "a/zarr.json", "a/c/0/0", "a/c/0/1", "b/
 func TestStoredAndDeflated(t *testing.T) {
 	ctx := context.Background()
 	for _, method := range []uint16{zip.Store, zip.Deflate} {
-		s, err := zipstore.Open(writeZip(t, method, members, order))
+		s, err := zipstore.Open(context.Background(), writeZip(t, method, members, order))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,7 +134,7 @@ func TestTruncated(t *testing.T) {
 	if err := os.WriteFile(p, b[:len(b)-10], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := zipstore.Open(p); err == nil || !bytes.Contains([]byte(err.Error()), []byte(p)) {
+	if _, err := zipstore.Open(context.Background(), p); err == nil || !bytes.Contains([]byte(err.Error()), []byte(p)) {
 		t.Errorf("a zip without its end of central directory: %v, want an error naming it", err)
 	}
 	// Grow one member's size in its central directory entry, so that its
@@ -143,7 +149,7 @@ func TestTruncated(t *testing.T) {
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s, err := zipstore.Open(p)
+	s, err := zipstore.Open(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +176,7 @@ func FuzzOpen(f *testing.F) {
 	}
 	f.Add(deflated)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		s, err := zipstore.New(bytes.NewReader(b), int64(len(b)), "fuzz.zip", "g")
+		s, err := zipstore.New(context.Background(), bytes.NewReader(b), int64(len(b)), "fuzz.zip", "g")
 		if err != nil {
 			return
 		}
@@ -189,4 +195,199 @@ func FuzzOpen(f *testing.F) {
 		for range s.ListDir(ctx, "a") {
 		}
 	})
+}
+
+// writeRawZip writes a zip of members given deflated (content as the
+// deflate stream, with the crc32 and size of what it inflates to).
+func writeRawZip(t testing.TB, members []rawMember) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "raw.zip")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := zip.NewWriter(f)
+	for _, m := range members {
+		fw, err := w.CreateRaw(&zip.FileHeader{Name: m.name, Method: zip.Deflate, CRC32: m.crc,
+			CompressedSize64: uint64(len(m.deflated)), UncompressedSize64: uint64(m.size)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fw.Write(m.deflated); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+type rawMember struct {
+	name     string
+	deflated []byte
+	crc      uint32
+	size     int64
+}
+
+// bomb returns a deflate stream of n MiB of byte c (n copies of one
+// flushed MiB: a stream's blocks need nothing before them), its crc32.
+func bomb(n int, c byte) ([]byte, uint32) {
+	mib := bytes.Repeat([]byte{c}, 1<<20)
+	var block bytes.Buffer
+	fw, _ := flate.NewWriter(&block, flate.BestCompression)
+	fw.Write(mib)
+	fw.Flush()
+	stream := append(bytes.Repeat(block.Bytes(), n), 0x03, 0x00) // an empty final block
+	sum := crc32.NewIEEE()
+	for range n {
+		sum.Write(mib)
+	}
+	return stream, sum.Sum32()
+}
+
+// TestDeflatedReadByRange: reads of a deflated member of 128 MiB, by Get,
+// ReadAt and through Open, allocate the range read and the flate state
+// (its Huffman tables anew for each block), never the member. A member that inflates to other bytes
+// than its crc32 says, or to more or fewer bytes than its size, fails
+// the read that reaches its end, and every read after it.
+func TestDeflatedReadByRange(t *testing.T) {
+	ctx := context.Background()
+	const size = 128 << 20
+	stream, crc := bomb(size>>20, 'x')
+	short, _ := bomb(3, 'x')
+	p := writeRawZip(t, []rawMember{
+		{"big", stream, crc, size},
+		{"badcrc", stream, crc + 1, size},
+		{"short", short, crc, 4 << 20},
+		{"long", stream, crc, size - 1},
+	})
+	s, err := zipstore.Open(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	info, err := s.Stat(ctx, "big")
+	if err != nil || info.Size != size {
+		t.Fatalf("Stat: %+v, %v", info, err)
+	}
+	allocated := func(what string, limit uint64, read func() error) {
+		t.Helper()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		if err := read(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		runtime.ReadMemStats(&after)
+		if n := after.TotalAlloc - before.TotalAlloc; n > limit {
+			t.Errorf("%s allocated %d KiB, want at most %d", what, n>>10, limit>>10)
+		}
+	}
+	allocated("Get of the last 16 bytes", 16<<20, func() error {
+		b, _, err := s.Get(ctx, "big", store.Last(16), store.Cond{})
+		if err == nil && !bytes.Equal(b, bytes.Repeat([]byte("x"), 16)) {
+			err = fmt.Errorf("got %q", b)
+		}
+		return err
+	})
+	allocated("ReadAt of 4 KiB in the middle", 16<<20, func() error {
+		return s.ReadAt(ctx, "big", info.Generation, make([]byte, 4096), size/2)
+	})
+	o, err := s.Open(ctx, "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	buf := make([]byte, 1<<20)
+	allocated("reading through Open, on and on", 16<<20+1<<20, func() error {
+		for off := int64(0); off < size; off += 8 << 20 {
+			if _, err := o.ReadAt(buf, off); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if _, err := o.ReadAt(buf, size-1<<20); err != nil {
+		t.Errorf("the last MiB, through Open: %v", err)
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, _, err := s.Get(done, "big", store.Last(16), store.Cond{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("a Get whose context is done: %v, want it to stop", err)
+	}
+	for key, want := range map[string]string{"badcrc": "crc32", "short": "inflated 3145728 bytes", "long": "inflates to more"} {
+		o, err := s.Open(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size := o.Info().Size
+		if _, err := o.ReadAt(make([]byte, 8), size-8); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: reading its end: %v, want an error saying %q", key, err, want)
+		}
+		if _, err := o.ReadAt(make([]byte, 8), 0); err == nil {
+			t.Errorf("%s: a read after it was found corrupt succeeded", key)
+		}
+		o.Close()
+	}
+}
+
+// TestDirectoryBounds: a zip of 70,000 entries (zip64 counts) opens and
+// lists, each key once; one claiming more entries than MaxEntries, or
+// more than its central directory holds, is refused before its entries
+// are read; opening stops when the context is done.
+func TestDirectoryBounds(t *testing.T) {
+	ctx := context.Background()
+	names := map[string]string{}
+	var order []string
+	for i := range 70000 {
+		k := fmt.Sprintf("a/c/%d", i)
+		names[k] = "v"
+		order = append(order, k)
+	}
+	order = append(order, "a/c/7") // a later member of the same name replaces it
+	p := writeZip(t, zip.Store, names, order)
+	s, err := zipstore.Open(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, err := range s.List(ctx, "a/c/") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	var root []store.Entry
+	for e, err := range s.ListDir(ctx, "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		root = append(root, e)
+	}
+	s.Close()
+	if n != 70000 || len(root) != 1 || root[0] != (store.Entry{Name: "a", Dir: true}) {
+		t.Errorf("listed %d keys below a/c/ and %v at the root; want 70000 and a/", n, root)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := zipstore.Open(cancelled, p); !errors.Is(err, context.Canceled) {
+		t.Errorf("opening with a done context: %v", err)
+	}
+
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The zip64 end record holds the counts: claim more.
+	rec := bytes.LastIndex(b, []byte("PK\x06\x06"))
+	for _, entries := range []uint64{zipstore.MaxEntries + 1, 5_000_000 / 46} {
+		c := bytes.Clone(b)
+		binary.LittleEndian.PutUint64(c[rec+24:], entries)
+		binary.LittleEndian.PutUint64(c[rec+32:], entries)
+		_, err := zipstore.New(ctx, bytes.NewReader(c), int64(len(c)), "claims.zip", "g")
+		if err == nil || !strings.Contains(err.Error(), "entries") {
+			t.Errorf("a zip claiming %d entries: %v, want a refusal", entries, err)
+		}
+	}
 }
