@@ -184,8 +184,21 @@ func Abort(dir string) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join("/sys/fs/fuse/connections", conn, "abort"), []byte("1"), 0)
+	abort := filepath.Join(fuseConnections, conn, "abort")
+	if _, err := os.Stat(abort); errors.Is(err, os.ErrNotExist) {
+		// The connections appear only where fusectl is mounted, which
+		// systemd does at boot but a bare machine or a container may not:
+		// without it a killed zarrfs stuck in the kernel keeps its files
+		// (and its journal's lock) open. It is mounted as the system
+		// would, and left for the next abort.
+		if err := syscall.Mount("fusectl", fuseConnections, "fusectl", 0, ""); err != nil && !errors.Is(err, syscall.EBUSY) {
+			return fmt.Errorf("mounting fusectl to abort %s: %w", dir, err)
+		}
+	}
+	return os.WriteFile(abort, []byte("1"), 0)
 }
+
+const fuseConnections = "/sys/fs/fuse/connections"
 
 // CanMount reports why FUSE mounts cannot run here, or nil.
 func CanMount() error {
